@@ -1,0 +1,506 @@
+"""Codecs of standard Python and pydantic types: scalars, enums, containers, models.
+
+Validation of these types is pydantic's own (constraints stay in the annotation); the
+codecs here only say how each one sits in protobuf and in a raw HTTP body.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
+
+from .base import (
+    BOOL,
+    BYTES,
+    DOUBLE,
+    INT64,
+    MISSING,
+    STRING,
+    Codec,
+    FieldError,
+    HttpBody,
+    MessageSink,
+    Part,
+    ProtoBuilder,
+    ProtoType,
+    UnsupportedBody,
+    is_json_media,
+)
+from .wellknown import (
+    datetime_to_timestamp,
+    duration_to_timedelta,
+    python_to_struct,
+    python_to_value,
+    struct_to_python,
+    timedelta_to_duration,
+    timestamp_to_datetime,
+    value_to_python,
+)
+
+# ---------------------------------------------------------------------- scalars
+
+
+class ScalarCodec(Codec):
+    """str, int, float, bool, bytes: one protobuf scalar each."""
+
+    _PROTO: ClassVar[dict[type, ProtoType]] = {
+        str: STRING, int: INT64, float: DOUBLE, bool: BOOL, bytes: BYTES,
+    }
+
+    def __init__(self, python_type: type, annotation: Any, base: type) -> None:
+        super().__init__(python_type, annotation)
+        self.base = base
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return self._PROTO[self.base]
+
+    def to_proto(self, value: Any) -> Any:
+        return self.base(value)
+
+
+class StrCodec(ScalarCodec):
+    """`str`: a root str input is the text body; a str output is text/plain."""
+
+    body_media = "text/plain"
+    output_media = "text/plain"
+
+    async def decode_body(self, body: Part, ctx: Any) -> Any:
+        media_type = body.media_type
+        if is_json_media(media_type):
+            return await super().decode_body(body, ctx)
+        if media_type is not None and not (
+            media_type.startswith("text/") or media_type == "application/x-www-form-urlencoded"
+        ):
+            raise UnsupportedBody(media_type, "text/plain")
+        data = await body.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"the body is not UTF-8 text: {exc.reason}") from None
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        return HttpBody(str(value).encode(), "text/plain; charset=utf-8")
+
+    def encode_chunk(self, value: Any) -> bytes:
+        return str(value).encode()
+
+
+class BytesCodec(ScalarCodec):
+    """`bytes`: base64 in JSON, `bytes` in protobuf, the raw body as a root input."""
+
+    body_media = "application/octet-stream"
+    output_media = "application/octet-stream"
+
+    async def decode_body(self, body: Part, ctx: Any) -> Any:
+        if is_json_media(body.media_type):
+            return await super().decode_body(body, ctx)
+        return await body.read()
+
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        # A file part is the raw bytes; a JSON part (no filename) is base64 in JSON.
+        if part.filename is None and is_json_media(part.media_type):
+            return await super().decode_part(part, ctx)
+        return await part.read()
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        return HttpBody(bytes(value), "application/octet-stream")
+
+
+class EnumCodec(Codec):
+    """`enum.Enum` and `Literal[...]` of strings: a protobuf enum numbered from 1.
+
+    Number 0 is the proto3 "unspecified" value and reads as a missing field.
+    """
+
+    def __init__(self, python_type: Any, annotation: Any, values: list[Any],
+                 labels: list[str], key: Any, name: str | None) -> None:
+        super().__init__(python_type, annotation)
+        self.values = values
+        self.labels = labels
+        self.key = key
+        self.name = name
+        self._numbers = {self._hashable(v): i for i, v in enumerate(values, start=1)}
+
+    @staticmethod
+    def _hashable(value: Any) -> Any:
+        return value.value if isinstance(value, enum.Enum) else value
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.enum(builder.enum(self.key, self.name or name_hint, self.labels))
+
+    def from_proto(self, raw: Any) -> Any:
+        if raw == 0:
+            return MISSING
+        if not 1 <= raw <= len(self.values):
+            raise FieldError(f"unknown enum number {raw}", type="enum")
+        return self.values[raw - 1]
+
+    def read_field(self, msg: Any, name: str) -> Any:
+        if not msg.HasField(name):
+            return MISSING
+        return self.from_proto(getattr(msg, name))
+
+    def to_proto(self, value: Any) -> Any:
+        try:
+            return self._numbers[self._hashable(value)]
+        except KeyError:
+            raise FieldError(f"{value!r} is not one of the enum's values") from None
+
+
+def enum_value_names(prefix: str, labels: list[str]) -> list[str]:
+    """Proto enum value names: C++ scoping makes them package-global, so prefix them."""
+    out: list[str] = []
+    for label in labels:
+        name = f"{prefix}_{re.sub(r'[^0-9A-Za-z]+', '_', label).strip('_').upper() or 'VALUE'}"
+        while name in out:
+            name += "_"
+        out.append(name)
+    return out
+
+
+def upper_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+def enum_codec(tp: type[enum.Enum], annotation: Any) -> EnumCodec:
+    members = list(tp)
+    return EnumCodec(tp, annotation, members, [m.name for m in members],
+                     key=tp, name=tp.__name__)
+
+
+def literal_codec(values: tuple[Any, ...], annotation: Any) -> Codec:
+    if all(isinstance(v, str) for v in values):
+        return EnumCodec(annotation, annotation, list(values), list(values),
+                         key=("literal", values), name=None)
+    if all(isinstance(v, bool) for v in values):
+        return ScalarCodec(annotation, annotation, bool)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return ScalarCodec(annotation, annotation, int)
+    return JsonValueCodec(annotation, annotation)
+
+
+# ---------------------------------------------------------------------- time
+
+
+class DatetimeCodec(Codec):
+    """`datetime`: RFC 3339 in JSON, `google.protobuf.Timestamp` (UTC) in protobuf."""
+
+    element_is_message = True
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.message(builder.well_known("google.protobuf.Timestamp"))
+
+    def from_proto(self, raw: Any) -> Any:
+        return timestamp_to_datetime(raw)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        if isinstance(value, str):
+            value = dt.datetime.fromisoformat(value)
+        datetime_to_timestamp(value, msg)
+
+
+class TimedeltaCodec(Codec):
+    """`timedelta`: ISO 8601 duration in JSON, `google.protobuf.Duration` in protobuf."""
+
+    element_is_message = True
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.message(builder.well_known("google.protobuf.Duration"))
+
+    def from_proto(self, raw: Any) -> Any:
+        return duration_to_timedelta(raw)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        timedelta_to_duration(value, msg)
+
+
+class StringFormCodec(Codec):
+    """Types pydantic writes as a JSON string (date, UUID, Decimal, URLs, e-mail, ...).
+
+    In protobuf they are a `string` holding exactly their JSON form, so both protocols
+    validate the same text with the same pydantic rules.
+    """
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return STRING
+
+    def to_proto(self, value: Any) -> Any:
+        return self.adapter.dump_python(value, mode="json")
+
+
+class JsonValueCodec(Codec):
+    """`Any`, and every type with no direct protobuf form: `google.protobuf.Value`.
+
+    The Value holds the type's JSON form, so validation is the same as over HTTP.
+    """
+
+    element_is_message = True
+    _WKT: ClassVar[str] = "google.protobuf.Value"
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.message(builder.well_known(self._WKT))
+
+    def from_proto(self, raw: Any) -> Any:
+        return value_to_python(raw)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        python_to_value(self.adapter.dump_python(value, mode="json"), msg)
+
+
+class StructCodec(JsonValueCodec):
+    """Untyped `dict` / `dict[str, Any]`: `google.protobuf.Struct`."""
+
+    _WKT = "google.protobuf.Struct"
+
+    def from_proto(self, raw: Any) -> Any:
+        return struct_to_python(raw)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        python_to_struct(self.adapter.dump_python(value, mode="json"), msg)
+
+
+# ---------------------------------------------------------------------- containers
+
+
+class OptionalCodec(Codec):
+    """`X | None`: the inner codec, with None meaning "field not set"."""
+
+    def __init__(self, python_type: Any, annotation: Any, inner: Codec) -> None:
+        super().__init__(python_type, annotation)
+        self.inner = inner
+        self.element_is_message = inner.element_is_message  # type: ignore[misc]
+        self.is_container = inner.is_container  # type: ignore[misc]
+        self.is_file = inner.is_file  # type: ignore[misc]
+        self.repeated_parts = inner.repeated_parts  # type: ignore[misc]
+        self.has_tensors = inner.has_tensors  # type: ignore[misc]
+        self.body_media = inner.body_media  # type: ignore[misc]
+        self.output_media = inner.output_media  # type: ignore[misc]
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return self.inner.proto_type(builder, name_hint)
+
+    def from_proto(self, raw: Any) -> Any:
+        return self.inner.from_proto(raw)
+
+    def to_proto(self, value: Any) -> Any:
+        return self.inner.to_proto(value)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        self.inner.fill_proto(value, msg)
+
+    def read_field(self, msg: Any, name: str) -> Any:
+        value = self.inner.read_field(msg, name)
+        # An empty repeated field cannot be told from an unset one: it reads as None.
+        if self.inner.is_container and not value:
+            return MISSING
+        return value
+
+    def write_field(self, msg: Any, name: str, value: Any) -> None:
+        if value is not None:
+            self.inner.write_field(msg, name, value)
+
+    async def decode_body(self, body: Part, ctx: Any) -> Any:
+        return await self.inner.decode_body(body, ctx)
+
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        return await self.inner.decode_part(part, ctx)
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        if value is None:
+            return HttpBody(b"null", "application/json")
+        return self.inner.encode_http(value, accept)
+
+    def iter_tensors(self, value: Any) -> list[Any]:
+        return [] if value is None else self.inner.iter_tensors(value)
+
+
+class ListCodec(Codec):
+    """`list[X]` (also tuple/set/frozenset of one type): `repeated X`.
+
+    Nested containers (`list[list[int]]`) have no protobuf form: they travel as a
+    `google.protobuf.Value` holding their JSON form.
+    """
+
+    is_container = True
+
+    def __init__(self, python_type: Any, annotation: Any, item: Codec) -> None:
+        super().__init__(python_type, annotation)
+        self.item = item
+        self.is_file = item.is_file  # type: ignore[misc]
+        self.has_tensors = item.has_tensors  # type: ignore[misc]
+
+    @property
+    def repeated_parts(self) -> bool:  # type: ignore[override]
+        return self.item.is_file
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return self.item.proto_type(builder, name_hint).as_repeated()
+
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        if self.item.is_file:
+            return await self.item.decode_part(part, ctx)
+        return await super().decode_part(part, ctx)
+
+    def read_field(self, msg: Any, name: str) -> Any:
+        out = []
+        from_proto = self.item.from_proto
+        for i, raw in enumerate(getattr(msg, name)):
+            try:
+                out.append(from_proto(raw))
+            except FieldError as exc:
+                raise exc.under(i) from None
+        return out
+
+    def write_field(self, msg: Any, name: str, value: Any) -> None:
+        if value is None:
+            return
+        container = getattr(msg, name)
+        if self.item.element_is_message:
+            fill = self.item.fill_proto
+            for v in value:
+                fill(v, container.add())
+        else:
+            to_proto = self.item.to_proto
+            container.extend([to_proto(v) for v in value])
+
+    def iter_tensors(self, value: Any) -> list[Any]:
+        if not self.has_tensors or value is None:
+            return []
+        return [t for v in value for t in self.item.iter_tensors(v)]
+
+
+class MapCodec(Codec):
+    """`dict[K, V]` with scalar keys: `map<K, V>`."""
+
+    is_container = True
+
+    def __init__(self, python_type: Any, annotation: Any, key: Codec, value: Codec) -> None:
+        super().__init__(python_type, annotation)
+        self.key = key
+        self.value = value
+        self.has_tensors = value.has_tensors  # type: ignore[misc]
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        vt = self.value.proto_type(builder, name_hint + "Value")
+        kt = self.key.proto_type(builder, name_hint + "Key")
+        return ProtoType(FDP.TYPE_MESSAGE, None, repeated=True, map_key=kt, map_value=vt)
+
+    def read_field(self, msg: Any, name: str) -> Any:
+        out = {}
+        from_proto = self.value.from_proto
+        for k, raw in getattr(msg, name).items():
+            try:
+                out[k] = from_proto(raw)
+            except FieldError as exc:
+                raise exc.under(k) from None
+        return out
+
+    def write_field(self, msg: Any, name: str, value: Any) -> None:
+        if value is None:
+            return
+        container = getattr(msg, name)
+        if self.value.element_is_message:
+            for k, v in value.items():
+                self.value.fill_proto(v, container[self.key.to_proto(k)])
+        else:
+            for k, v in value.items():
+                container[self.key.to_proto(k)] = self.value.to_proto(v)
+
+    def iter_tensors(self, value: Any) -> list[Any]:
+        if not self.has_tensors or value is None:
+            return []
+        return [t for v in value.values() for t in self.value.iter_tensors(v)]
+
+
+# ---------------------------------------------------------------------- models
+
+
+class ModelField:
+    """One field of a model message: its name on each wire and its codec."""
+
+    __slots__ = ("codec", "doc", "key", "name", "number")
+
+    def __init__(self, name: str, key: str, codec: Codec, number: int | None,
+                 doc: str | None) -> None:
+        self.name = name  # Python attribute and protobuf field name
+        self.key = key  # the name pydantic validates by (an alias, if any)
+        self.codec = codec
+        self.number = number
+        self.doc = doc
+
+
+class ModelCodec(Codec):
+    """A pydantic model (and `IODescriptor`): a JSON object and a nested message."""
+
+    element_is_message = True
+
+    def __init__(self, model: type, resolve: Callable[[Any], Codec]) -> None:
+        super().__init__(model, model)
+        self._resolve = resolve
+
+    @functools.cached_property
+    def fields(self) -> list[ModelField]:
+        from .validators import FieldNumber
+
+        out = []
+        for name, info in self.python_type.model_fields.items():
+            annotation = info.rebuild_annotation()
+            try:
+                codec = self._resolve(annotation)
+            except TypeError as exc:
+                raise TypeError(f"{self.python_type.__qualname__}.{name}: {exc}") from None
+            number = next((m.number for m in info.metadata if isinstance(m, FieldNumber)), None)
+            key = info.alias if isinstance(info.alias, str) else name
+            out.append(ModelField(name, key, codec, number, info.description))
+        return out
+
+    @property
+    def is_file(self) -> bool:  # type: ignore[override]
+        return any(f.codec.is_file for f in self.fields)
+
+    @property
+    def has_tensors(self) -> bool:  # type: ignore[override]
+        return any(f.codec.has_tensors for f in self.fields)
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        model = self.python_type
+
+        def fill(sink: MessageSink) -> None:
+            sink.add_fields([(f.name, f.codec, f.number, f.doc) for f in self.fields])
+
+        doc = (model.__doc__ or "").strip() or None
+        if doc and doc.startswith(("Usage docs:", "!!! abstract")):
+            doc = None  # pydantic's own BaseModel docstring, inherited
+        return ProtoType.message(builder.message(model, model.__name__, fill, doc=doc))
+
+    def from_proto(self, raw: Any) -> Any:
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            try:
+                value = f.codec.read_field(raw, f.name)
+            except FieldError as exc:
+                raise exc.under(f.key) from None
+            if value is not MISSING:
+                out[f.key] = value
+        return out
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        msg.SetInParent()
+        get = value.get if isinstance(value, dict) else functools.partial(getattr, value)
+        for f in self.fields:
+            try:
+                f.codec.write_field(msg, f.name, get(f.name, None))
+            except FieldError as exc:
+                raise exc.under(f.name) from None
+
+    def iter_tensors(self, value: Any) -> list[Any]:
+        if not self.has_tensors or value is None:
+            return []
+        get = value.get if isinstance(value, dict) else functools.partial(getattr, value)
+        return [t for f in self.fields for t in f.codec.iter_tensors(get(f.name, None))]

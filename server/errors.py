@@ -1,0 +1,219 @@
+"""The one error model: every failure is one of these, mapped once to HTTP and gRPC.
+
+Transports never choose a status themselves; they read `http_status` and `grpc_code`
+off the error. The gRPC code is kept as the `grpc.StatusCode` *name* so that this module
+(and `import tensorwire`) needs no grpc import. Clients rebuild the same classes from a
+status with `error_from_http` / `error_from_grpc`, so a caller catches one type whatever
+the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, TypedDict
+
+
+class FieldViolation(TypedDict, total=False):
+    """One invalid input: where (`loc`, a path of names/indexes) and why (`msg`)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class TensorwireError(Exception):
+    """Base of every error tensorwire raises or reports; user code may raise them too."""
+
+    http_status: ClassVar[int] = 500
+    grpc_code: ClassVar[str] = "INTERNAL"
+    #: Whether the message is safe to show a client (user exceptions are not).
+    public: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        detail: Sequence[FieldViolation] | None = None,
+        headers: Mapping[str, str] | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.message = message or self.default_message()
+        self.detail: list[FieldViolation] = list(detail or [])
+        self.headers: dict[str, str] = dict(headers or {})
+        if status is not None:
+            # Clients record the exact status they got back (e.g. 405 for a NotFound-family).
+            self.status = status
+        super().__init__(self.message)
+
+    @classmethod
+    def default_message(cls) -> str:
+        return cls.__doc__.strip().splitlines()[0].rstrip(".") if cls.__doc__ else cls.__name__
+
+    @property
+    def status_code(self) -> int:
+        return getattr(self, "status", self.http_status)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON error body: `{"error": message, "detail": [{"loc", "msg", "type"}]}`."""
+        body: dict[str, Any] = {"error": self.message}
+        if self.detail:
+            body["detail"] = self.detail
+        return body
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, detail={self.detail!r})"
+
+
+class InvalidArgument(TensorwireError):
+    """The input is invalid."""
+
+    http_status = 400
+    grpc_code = "INVALID_ARGUMENT"
+
+    @classmethod
+    def at(cls, loc: Iterable[str | int], msg: str, type: str = "value_error") -> InvalidArgument:
+        """One violation at `loc`; the message names the field so logs read on their own."""
+        path = list(loc)
+        where = ".".join(str(p) for p in path)
+        return cls(f"{where}: {msg}" if where else msg,
+                   detail=[{"loc": path, "msg": msg, "type": type}])
+
+
+class Unauthenticated(TensorwireError):
+    """Missing or invalid credentials."""
+
+    http_status = 401
+    grpc_code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(TensorwireError):
+    """Not allowed."""
+
+    http_status = 403
+    grpc_code = "PERMISSION_DENIED"
+
+
+class NotFound(TensorwireError):
+    """No such API."""
+
+    http_status = 404
+    grpc_code = "NOT_FOUND"
+
+
+class MethodNotAllowed(TensorwireError):
+    """Method not allowed."""
+
+    http_status = 405
+    grpc_code = "UNIMPLEMENTED"
+
+
+class NotAcceptable(TensorwireError):
+    """The requested response media type cannot be produced."""
+
+    http_status = 406
+    grpc_code = "INVALID_ARGUMENT"
+
+
+class PayloadTooLarge(TensorwireError):
+    """The request is too large."""
+
+    http_status = 413
+    grpc_code = "RESOURCE_EXHAUSTED"
+
+
+class UnsupportedMediaType(TensorwireError):
+    """Unsupported media type."""
+
+    http_status = 415
+    grpc_code = "INVALID_ARGUMENT"
+
+
+class Cancelled(TensorwireError):
+    """The request was cancelled by the client."""
+
+    http_status = 499
+    grpc_code = "CANCELLED"
+
+
+class InternalError(TensorwireError):
+    """Internal server error."""
+
+    http_status = 500
+    grpc_code = "INTERNAL"
+    public = False
+
+
+class Unimplemented(TensorwireError):
+    """Not implemented."""
+
+    http_status = 501
+    grpc_code = "UNIMPLEMENTED"
+
+
+class Overloaded(TensorwireError):
+    """Too many requests in flight; retry later."""
+
+    http_status = 503
+    grpc_code = "RESOURCE_EXHAUSTED"
+
+
+class ServiceUnavailable(TensorwireError):
+    """The service is not ready or is shutting down."""
+
+    http_status = 503
+    grpc_code = "UNAVAILABLE"
+
+
+class DeadlineExceeded(TensorwireError):
+    """The request took longer than its deadline."""
+
+    http_status = 504
+    grpc_code = "DEADLINE_EXCEEDED"
+
+
+class ClientError(TensorwireError):
+    """Raised on the client side when no server answer came back."""
+
+
+class ServerUnreachable(ClientError):
+    """Could not connect to the server."""
+
+    grpc_code = "UNAVAILABLE"
+    http_status = 503
+
+
+class ClientTimeout(ClientError):
+    """The call did not complete before the client's timeout."""
+
+    grpc_code = "DEADLINE_EXCEEDED"
+    http_status = 504
+
+
+# The first class listed for a status is the one a client rebuilds from it.
+_SERVER_ERRORS: tuple[type[TensorwireError], ...] = (
+    InvalidArgument, Unauthenticated, PermissionDenied, NotFound, MethodNotAllowed,
+    NotAcceptable, PayloadTooLarge, UnsupportedMediaType, Cancelled, InternalError,
+    Unimplemented, Overloaded, ServiceUnavailable, DeadlineExceeded,
+)
+_BY_HTTP: dict[int, type[TensorwireError]] = {}
+_BY_GRPC: dict[str, type[TensorwireError]] = {}
+for _cls in _SERVER_ERRORS:
+    _BY_HTTP.setdefault(_cls.http_status, _cls)
+    _BY_GRPC.setdefault(_cls.grpc_code, _cls)
+_BY_GRPC["UNKNOWN"] = InternalError
+
+
+def error_from_http(
+    status: int, message: str, detail: Sequence[FieldViolation] | None = None
+) -> TensorwireError:
+    """Rebuild the error a server reported with an HTTP status."""
+    cls = _BY_HTTP.get(status) or (InvalidArgument if 400 <= status < 500 else InternalError)
+    return cls(message, detail=detail, status=status)
+
+
+def error_from_grpc(
+    code_name: str, message: str, detail: Sequence[FieldViolation] | None = None
+) -> TensorwireError:
+    """Rebuild the error a server reported with a gRPC status code (by name)."""
+    cls = _BY_GRPC.get(code_name, InternalError)
+    return cls(message, detail=detail)

@@ -1,0 +1,182 @@
+"""gRPC transport (grpc.aio): generic handlers over the generated message classes.
+
+Every API's request bytes are parsed here (so a malformed message is INVALID_ARGUMENT,
+not grpc's opaque INTERNAL), handed to the same `APISpec.decode_values` the HTTP path
+uses, and the result encoded by the API's codec. Health and reflection are served over
+the service's private descriptor pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ..context import Context, Headers, RequestInfo
+from ..errors import DeadlineExceeded, InternalError, TensorwireError
+from ..protogen import APIMessages, ServiceProto, service_proto
+from ..runtime import ServiceRuntime
+from ..settings import Settings
+from .status import to_status
+
+log = logging.getLogger("tensorwire.grpc")
+
+
+class GrpcEndpoint:
+    """The handlers of one API (unary or server-streaming)."""
+
+    def __init__(self, messages: APIMessages, runtime: ServiceRuntime) -> None:
+        self.messages = messages
+        self.api = messages.api
+        self.runtime = runtime
+
+    def _context(self, context: grpc.aio.ServicerContext) -> Context:
+        metadata = Headers([(k, v) for k, v in (context.invocation_metadata() or ())
+                            if not k.endswith("-bin")])
+        request_id = metadata.get("x-request-id") or uuid.uuid4().hex[:16]
+        return Context(RequestInfo("grpc", self.api.name, metadata, context.peer(),
+                                   request_id))
+
+    def _decode(self, data: bytes) -> dict[str, Any]:
+        msg = self.messages.parse_request(data)
+        return self.api.decode_values(self.messages.request_values(msg))
+
+    async def _fail(self, context: grpc.aio.ServicerContext, exc: BaseException,
+                    ctx: Context) -> None:
+        if isinstance(exc, TensorwireError):
+            err = exc
+            if not err.public:
+                log.error("%s failed [%s]: %s", self.api.name, ctx.request.id, err.message)
+        else:
+            log.error("%s failed [%s]", self.api.name, ctx.request.id, exc_info=exc)
+            err = InternalError()
+        status = to_status(err)
+        await context.abort(status.code, status.details,
+                            trailing_metadata=(*status.trailing_metadata,
+                                               ("x-request-id", ctx.request.id)))
+
+    async def _send_headers(self, context: grpc.aio.ServicerContext, ctx: Context) -> None:
+        if ctx.response.headers:
+            await context.send_initial_metadata(
+                [(k.lower(), v) for k, v in ctx.response.headers.items()])
+
+    async def unary(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        ctx = self._context(context)
+        try:
+            kwargs = self._decode(data)
+            remaining = context.time_remaining()
+            try:
+                async with asyncio.timeout(remaining):
+                    result = await self.runtime.call(self.api, kwargs, ctx)
+            except TimeoutError:
+                raise DeadlineExceeded("the call's deadline passed") from None
+            out = self.messages.response(result).SerializeToString()
+            await self._send_headers(context, ctx)
+            return out
+        except asyncio.CancelledError:
+            ctx.cancel()
+            raise
+        except Exception as exc:
+            if isinstance(exc, grpc.aio.AbortError):
+                raise
+            await self._fail(context, exc, ctx)
+            raise  # unreachable: abort raises
+        finally:
+            ctx.close()
+
+    async def stream(self, data: bytes, context: grpc.aio.ServicerContext):
+        ctx = self._context(context)
+        chunks = None
+        try:
+            kwargs = self._decode(data)
+            chunks = self.runtime.stream(self.api, kwargs, ctx)
+            sent_headers = False
+            async for chunk in chunks:
+                if not sent_headers:
+                    await self._send_headers(context, ctx)
+                    sent_headers = True
+                yield self.messages.response(chunk).SerializeToString()
+        except asyncio.CancelledError:
+            ctx.cancel()
+            raise
+        except Exception as exc:
+            if isinstance(exc, grpc.aio.AbortError):
+                raise
+            await self._fail(context, exc, ctx)
+        finally:
+            if chunks is not None:
+                await chunks.aclose()
+            ctx.close()
+
+
+def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.GenericRpcHandler:
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for name, messages in proto.messages.items():
+        endpoint = GrpcEndpoint(messages, runtime)
+        method = proto.method_names[name].rsplit("/", 1)[-1]
+        if messages.api.output.stream:
+            handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
+        else:
+            handlers[method] = grpc.unary_unary_rpc_method_handler(endpoint.unary)
+    return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)
+
+
+def _add_infra_files(proto: ServiceProto) -> None:
+    """Health and reflection descriptors join the private pool, so reflection can
+    describe every service this server lists."""
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    for module in (health_pb2, reflection_pb2):
+        fp = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(fp)
+        try:
+            proto.pool.FindFileByName(fp.name)
+        except KeyError:
+            proto.pool.Add(fp)
+
+
+class GrpcServer:
+    """A grpc.aio server carrying one service, health and reflection."""
+
+    def __init__(self, runtime: ServiceRuntime, settings: Settings | None = None) -> None:
+        self.runtime = runtime
+        self.settings = settings or runtime.settings
+        self.proto = service_proto(runtime.spec)
+        self.health = health.aio.HealthServicer()
+        options = [
+            ("grpc.max_receive_message_length", self.settings.max_request_size),
+            ("grpc.max_send_message_length", self.settings.max_response_size),
+            ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
+        ]
+        self.server = grpc.aio.server(options=options)
+        self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        _add_infra_files(self.proto)
+        names = (self.proto.spec.grpc_service_name, health.SERVICE_NAME,
+                 reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(names, self.server, pool=self.proto.pool)
+        self.port: int | None = None
+
+    def bind(self, host: str, port: int) -> int:
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        if not self.port:
+            raise OSError(f"cannot bind gRPC to {host}:{port}")
+        return self.port
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def set_serving(self, serving: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set("", status)
+        await self.health.set(self.proto.spec.grpc_service_name, status)
+
+    async def stop(self, grace: float | None) -> None:
+        await self.server.stop(grace)

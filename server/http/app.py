@@ -1,0 +1,59 @@
+"""The aiohttp application: one route per API plus the contract and health endpoints."""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from ..runtime import ServiceRuntime
+from ..schema import openapi, schema_json
+from ..settings import Settings
+from .docs import docs_asset, docs_page
+from .endpoint import HttpEndpoint
+from .responses import error_middleware
+
+RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
+
+
+def _json(payload: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload),
+                        headers={"Content-Type": "application/json"})
+
+
+def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
+    settings = settings or runtime.settings
+    spec = runtime.spec
+    app = web.Application(client_max_size=settings.max_request_size,
+                          middlewares=[error_middleware])
+    app[RUNTIME_KEY] = runtime
+    for api in spec.apis.values():
+        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings))
+
+    schema_body = orjson.dumps(schema_json(spec))
+    openapi_body = orjson.dumps(openapi(spec))
+
+    async def get_schema(_: web.Request) -> web.Response:
+        return web.Response(body=schema_body, headers={"Content-Type": "application/json"})
+
+    async def get_openapi(_: web.Request) -> web.Response:
+        return web.Response(body=openapi_body, headers={"Content-Type": "application/json"})
+
+    async def get_docs(_: web.Request) -> web.Response:
+        return docs_page(spec.name)
+
+    async def livez(_: web.Request) -> web.Response:
+        return _json({"status": "alive"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        if runtime.ready and not runtime.draining:
+            return _json({"status": "ready"})
+        return _json({"status": "draining" if runtime.draining else "starting"}, 503)
+
+    app.router.add_get("/schema.json", get_schema)
+    app.router.add_get("/docs.json", get_openapi)
+    app.router.add_get("/docs", get_docs)
+    app.router.add_get("/docs/static/{name}", docs_asset)
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/healthz", readyz)
+    return app

@@ -1,0 +1,227 @@
+"""One API over HTTP: request body -> validated arguments -> method -> response body.
+
+Type-agnostic: how a value is read from a body or a part, and written as a response, is
+the codec's business. This module picks the input shape (JSON object, root body,
+multipart), enforces size limits, and moves bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..codecs import FieldError, HttpBody, UnsupportedBody
+from ..codecs.base import _LENIENT_JSON, is_json_media
+from ..context import Context, Headers, RequestInfo
+from ..errors import (
+    InternalError,
+    InvalidArgument,
+    PayloadTooLarge,
+    TensorwireError,
+    UnsupportedMediaType,
+)
+from ..runtime import ServiceRuntime
+from ..settings import Settings
+from ..spec import APISpec, invalid_argument
+from .parts import BodyPart, MultipartPart, media_type_of
+from .responses import error_response
+
+log = logging.getLogger("tensorwire.http")
+
+_SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+_MULTIPART = "multipart/form-data"
+
+
+def sse_event(data: bytes, event: str | None = None) -> bytes:
+    """One server-sent event; multi-line data becomes several `data:` lines."""
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+
+
+class HttpEndpoint:
+    """The aiohttp handler of one API."""
+
+    def __init__(self, api: APISpec, runtime: ServiceRuntime, settings: Settings) -> None:
+        self.api = api
+        self.runtime = runtime
+        self.settings = settings
+        self.codec = api.output.codec
+        self.max_size = settings.max_request_size
+        self.max_parts = int(settings.extra.get("max_parts", 64))  # type: ignore[arg-type]
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
+        ctx = Context(RequestInfo("http", self.api.name, Headers(request.headers),
+                                  request.remote, request_id))
+        try:
+            kwargs = await self.decode(request, ctx)
+            if self.api.output.stream:
+                return await self.stream(request, kwargs, ctx)
+            result = await self.runtime.call(self.api, kwargs, ctx)
+            body = self.codec.encode_http(result, request.headers.get("Accept"))
+            return await self.respond(request, body, ctx)
+        except TensorwireError as exc:
+            if not exc.public:
+                log.error("%s %s failed [%s]: %s", request.method, request.path,
+                          request_id, exc.message)
+            return error_response(exc, request_id)
+        except asyncio.CancelledError:
+            ctx.cancel()
+            raise
+        except Exception:
+            log.exception("%s %s failed [%s]", request.method, request.path, request_id)
+            return error_response(InternalError(), request_id)
+        finally:
+            ctx.close()
+
+    # ------------------------------------------------------------------ inputs
+    async def decode(self, request: web.Request, ctx: Context) -> dict[str, Any]:
+        api = self.api
+        length = request.content_length
+        if length is not None and length > self.max_size:
+            raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit of "
+                                  f"{self.max_size} bytes")
+        media = media_type_of(request.headers.get("Content-Type"))
+        if media == _MULTIPART:
+            values = await self.decode_multipart(request, ctx)
+            return api.decode_values(values)
+        if api.is_root:
+            field = api.root_field
+            body = BodyPart(request, field.name, self.max_size)
+            try:
+                value = await field.codec.decode_body(body, ctx)
+            except UnsupportedBody as exc:
+                raise UnsupportedMediaType(str(exc)) from None
+            except FieldError as exc:
+                raise invalid_argument(exc.under(field.name)) from None
+            return api.decode_root(value)
+        if media is not None and not is_json_media(media) and media not in _LENIENT_JSON:
+            accepted = "multipart/form-data" if api.has_files else "application/json"
+            raise UnsupportedMediaType(f"unsupported media type {media}; this API takes "
+                                       f"{accepted}")
+        if api.has_files:
+            raise UnsupportedMediaType(f"{api.name} takes files: send multipart/form-data")
+        return api.decode_json(await request.read())
+
+    async def decode_multipart(self, request: web.Request, ctx: Context) -> dict[str, Any]:
+        """Parts streamed one at a time; each goes to its field's codec."""
+        api = self.api
+        try:
+            reader = await request.multipart()
+        except Exception as exc:
+            raise InvalidArgument(f"malformed multipart body: {exc}") from None
+        values: dict[str, Any] = {}
+        count = 0
+        budget = self.max_size
+        try:
+            while (raw := await reader.next()) is not None:
+                count += 1
+                if count > self.max_parts:
+                    raise PayloadTooLarge(f"more than {self.max_parts} parts")
+                if not hasattr(raw, "read_chunk") or not hasattr(raw, "filename"):
+                    raise InvalidArgument("nested multipart bodies are not supported")
+                part = MultipartPart(raw, budget)
+                if api.is_root:
+                    if count > 1:
+                        raise InvalidArgument.at([api.root_field.name],
+                                                 "a root input takes exactly one part",
+                                                 "too_many_parts")
+                    part.name = api.root_field.name
+                field = api.field_by_name.get(part.name)
+                if field is None:
+                    expected = ", ".join(api.field_by_name) or "(none)"
+                    raise InvalidArgument.at([part.name or "(unnamed)"],
+                                             f"unexpected part; this API takes: {expected}",
+                                             "extra_forbidden")
+                codec = field.codec
+                try:
+                    if codec.repeated_parts:
+                        values.setdefault(field.name, []).append(
+                            await codec.decode_part(part, ctx))
+                    elif field.name in values:
+                        raise InvalidArgument.at([field.name], "duplicated part",
+                                                 "duplicate_part")
+                    else:
+                        values[field.name] = await codec.decode_part(part, ctx)
+                except UnsupportedBody as exc:
+                    raise UnsupportedMediaType(f"{field.name}: {exc}") from None
+                except FieldError as exc:
+                    raise invalid_argument(exc.under(field.name)) from None
+                budget -= part.consumed
+                await raw.release()
+        except (ValueError, AssertionError) as exc:  # aiohttp's parse errors
+            raise InvalidArgument(f"malformed multipart body: {exc}") from None
+        if api.is_root and not values:
+            return {}
+        return values
+
+    # ------------------------------------------------------------------ outputs
+    async def respond(self, request: web.Request, body: HttpBody, ctx: Context
+                      ) -> web.StreamResponse:
+        headers = {"Content-Type": body.media_type, **body.headers, **ctx.response.headers}
+        status = ctx.response.status_code
+        if isinstance(body.content, bytes | bytearray | memoryview):
+            return web.Response(status=status, body=body.content, headers=headers)
+        resp = web.StreamResponse(status=status, headers=headers)
+        if body.length is not None:
+            resp.content_length = body.length
+        await resp.prepare(request)
+        async for chunk in body.content:
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+
+    async def stream(self, request: web.Request, kwargs: dict[str, Any], ctx: Context
+                     ) -> web.StreamResponse:
+        """Server-sent events, one per chunk, written as soon as the method yields it."""
+        chunks = self.runtime.stream(self.api, kwargs, ctx)
+        encode = self.codec.encode_chunk
+        try:
+            # Failures before the first chunk still get a proper status code.
+            first = await anext(chunks, _END)
+        except BaseException:
+            await chunks.aclose()
+            raise
+        resp = web.StreamResponse(status=ctx.response.status_code,
+                                  headers={**_SSE_HEADERS, **ctx.response.headers})
+        try:
+            await resp.prepare(request)
+            if first is not _END:
+                await resp.write(sse_event(encode(first)))
+                async for chunk in chunks:
+                    await resp.write(sse_event(encode(chunk)))
+        except ConnectionResetError:
+            log.info("client left %s mid-stream", request.path)
+            ctx.cancel()
+            return resp
+        except Exception as exc:
+            err = exc if isinstance(exc, TensorwireError) else InternalError()
+            if not isinstance(exc, TensorwireError):
+                log.exception("stream %s failed", request.path)
+            payload = err.to_dict() if err.public else InternalError().to_dict()
+            try:
+                await resp.write(sse_event(orjson.dumps(payload), event="error"))
+            except ConnectionResetError:
+                return resp
+        finally:
+            await chunks.aclose()
+        await resp.write_eof()
+        return resp
+
+
+class _End:
+    pass
+
+
+_END: Any = _End()
+

@@ -1,0 +1,85 @@
+"""Request bodies and multipart parts as the `Part`s codecs read (read at most once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import BodyPartReader, web
+
+from ..errors import PayloadTooLarge
+
+CHUNK = 256 * 1024
+
+
+def media_type_of(content_type: str | None) -> str | None:
+    """`Content-Type` header -> lowercase media type without parameters (None if absent)."""
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+class BodyPart:
+    """The whole request body of a root input, as one Part."""
+
+    def __init__(self, request: web.Request, name: str, limit: int) -> None:
+        self._request = request
+        self.name = name
+        self.media_type = media_type_of(request.headers.get("Content-Type"))
+        self.filename = _filename(request.headers.get("Content-Disposition"))
+        self.limit = limit
+        self.consumed = 0
+
+    async def read(self) -> bytes:
+        data = await self._request.read()  # client_max_size applies (413)
+        self.consumed = len(data)
+        return data
+
+    async def save(self, path: Path) -> int:
+        with open(path, "wb") as out:
+            async for chunk in self._request.content.iter_chunked(CHUNK):
+                self.consumed += len(chunk)
+                if self.consumed > self.limit:
+                    raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+                out.write(chunk)
+        return self.consumed
+
+
+class MultipartPart:
+    """One part of a multipart/form-data request, streamed from aiohttp's reader."""
+
+    def __init__(self, reader: BodyPartReader, limit: int) -> None:
+        self._reader = reader
+        self.name = reader.name or ""
+        self.filename = reader.filename
+        self.media_type = media_type_of(reader.headers.get("Content-Type"))
+        self.limit = limit
+        self.consumed = 0
+
+    async def _chunks(self):
+        while chunk := await self._reader.read_chunk(CHUNK):
+            self.consumed += len(chunk)
+            if self.consumed > self.limit:
+                raise PayloadTooLarge(f"part {self.name!r} is too large: the request "
+                                      f"may carry at most {self.limit} more bytes")
+            yield chunk
+
+    async def read(self) -> bytes:
+        data = bytearray()
+        async for chunk in self._chunks():
+            data += chunk
+        return bytes(data)
+
+    async def save(self, path: Path) -> int:
+        with open(path, "wb") as out:
+            async for chunk in self._chunks():
+                out.write(chunk)
+        return self.consumed
+
+
+def _filename(disposition: str | None) -> str | None:
+    if not disposition:
+        return None
+    from aiohttp.multipart import content_disposition_filename, parse_content_disposition
+
+    _, params = parse_content_disposition(disposition)
+    return content_disposition_filename(params, "filename")
