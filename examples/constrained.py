@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typing as t
 
-import tensorwire
 from annotated_types import Ge, Gt, Lt, MaxLen, MultipleOf
 from pydantic import Field
+
+import tensorwire
 
 
 @tensorwire.service(name="TextGenerator")

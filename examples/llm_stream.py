@@ -6,8 +6,9 @@ import asyncio
 import typing as t
 from collections.abc import AsyncGenerator, Generator
 
-import tensorwire
 from annotated_types import Ge, Le
+
+import tensorwire
 
 MAX_TOKENS = 1024
 

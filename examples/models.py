@@ -6,8 +6,9 @@ import datetime as dt
 import enum
 import typing as t
 
-import tensorwire
 from pydantic import BaseModel, Field
+
+import tensorwire
 
 
 class Sentiment(enum.StrEnum):

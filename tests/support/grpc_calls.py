@@ -1,0 +1,54 @@
+"""Raw gRPC calls for e2e tests, built from the service's own generated descriptors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.rpc import status_pb2
+from grpc_status import rpc_status
+
+from tensorwire.grpc.status import violations_from_status
+from tensorwire.protogen import service_proto
+
+
+class GrpcCaller:
+    def __init__(self, spec: Any, target: str) -> None:
+        self.proto = service_proto(spec)
+        self.channel = grpc.insecure_channel(target)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _method(self, api: str, stream: bool):
+        messages = self.proto.messages[api]
+        path = self.proto.method_names[api]
+        make = self.channel.unary_stream if stream else self.channel.unary_unary
+        return messages, make(path, request_serializer=lambda m: m.SerializeToString(),
+                              response_deserializer=messages.response_cls.FromString)
+
+    def request(self, api: str, values: dict[str, Any]) -> Any:
+        return self.proto.messages[api].request(values)
+
+    def call(self, api: str, values: dict[str, Any] | None = None, *, raw: Any = None,
+             timeout: float = 30, metadata: Any = None) -> Any:
+        messages, method = self._method(api, stream=False)
+        msg = raw if raw is not None else messages.request(values or {})
+        reply = method(msg, timeout=timeout, metadata=metadata)
+        return messages.response_value(reply)
+
+    def stream(self, api: str, values: dict[str, Any], *, timeout: float = 30):
+        messages, method = self._method(api, stream=True)
+        for reply in method(messages.request(values), timeout=timeout):
+            yield messages.response_value(reply)
+
+
+def error_locs(exc: grpc.RpcError) -> list[list[str | int]]:
+    status = rpc_status.from_call(exc)
+    if status is None:
+        return []
+    return [v["loc"] for v in violations_from_status(status)]
+
+
+def status_of(exc: grpc.RpcError) -> status_pb2.Status | None:
+    return rpc_status.from_call(exc)
