@@ -135,6 +135,10 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for api in spec.apis.values():
         out = _lift_defs(output_schema(api, _REF), schemas)
+        if api.output.model is not None:  # a named model output: a reusable component
+            name = api.output.model.__name__
+            schemas.setdefault(name, out)
+            out = {"$ref": _REF.format(model=name)}
         media = _output_media(api)
         summary = (api.doc or api.name).strip().splitlines()[0]
         op: dict[str, Any] = {

@@ -27,7 +27,7 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
                           middlewares=[error_middleware])
     app[RUNTIME_KEY] = runtime
     for api in spec.apis.values():
-        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings))
+        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
 
     schema_body = orjson.dumps(schema_json(spec))
     openapi_body = orjson.dumps(openapi(spec))

@@ -59,7 +59,7 @@ class HttpEndpoint:
         self.max_size = settings.max_request_size
         self.max_parts = int(settings.extra.get("max_parts", 64))  # type: ignore[arg-type]
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
         ctx = Context(RequestInfo("http", self.api.name, Headers(request.headers),
                                   request.remote, request_id))

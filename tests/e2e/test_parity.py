@@ -1,0 +1,180 @@
+"""One table of cases, driven over HTTP (JSON / root bodies) and gRPC alike.
+
+Every example service of the spine answers the same inputs with the same results on
+both protocols and rejects the same bad inputs with the same field locations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+from pydantic_core import to_jsonable_python
+
+from examples.constrained import TextGenerator
+from examples.llm_stream import LanguageModel
+from examples.models import ReviewAnalyzer
+from examples.quickstart import Quickstart
+from tests.support.grpc_calls import GrpcCaller, error_locs
+from tests.support.http_calls import post, sse_events
+
+GRPC_CODE = {400: grpc.StatusCode.INVALID_ARGUMENT, 500: grpc.StatusCode.INTERNAL}
+
+
+@dataclass
+class Case:
+    id: str
+    service: type
+    api: str
+    inputs: dict[str, Any]
+    expect: Any = None
+    status: int = 200
+    locs: list[list[str | int]] = field(default_factory=list)
+
+
+LONG = "x" * 1001
+CASES = [
+    # constraint-validated generation: each rule accepted and rejected
+    Case("complete-ok", TextGenerator, "complete",
+         {"prompt": "a b c", "temperature": 1.5, "max_tokens": 300},
+         {"completion": "c b a", "temperature": 1.5, "max_tokens": 300}),
+    Case("complete-defaults", TextGenerator, "complete", {"prompt": "hi"},
+         {"completion": "hi", "temperature": 1.0, "max_tokens": 100}),
+    Case("complete-edge", TextGenerator, "complete",
+         {"prompt": "x" * 1000, "temperature": 0.0, "max_tokens": 100},
+         {"completion": "x" * 1000, "temperature": 0.0, "max_tokens": 100}),
+    Case("temperature-too-high", TextGenerator, "complete",
+         {"prompt": "hi", "temperature": 2.0}, status=400, locs=[["temperature"]]),
+    Case("temperature-negative", TextGenerator, "complete",
+         {"prompt": "hi", "temperature": -0.1}, status=400, locs=[["temperature"]]),
+    Case("max-tokens-zero", TextGenerator, "complete",
+         {"prompt": "hi", "max_tokens": 0}, status=400, locs=[["max_tokens"]]),
+    Case("max-tokens-not-multiple", TextGenerator, "complete",
+         {"prompt": "hi", "max_tokens": 150}, status=400, locs=[["max_tokens"]]),
+    Case("max-tokens-negative-multiple", TextGenerator, "complete",
+         {"prompt": "hi", "max_tokens": -100}, status=400, locs=[["max_tokens"]]),
+    Case("prompt-too-long", TextGenerator, "complete", {"prompt": LONG},
+         status=400, locs=[["prompt"]]),
+    Case("prompt-missing", TextGenerator, "complete", {"temperature": 1.0},
+         status=400, locs=[["prompt"]]),
+    Case("several-errors", TextGenerator, "complete",
+         {"prompt": LONG, "temperature": 3.0, "max_tokens": 7},
+         status=400, locs=[["prompt"], ["temperature"], ["max_tokens"]]),
+    # pydantic models in and out ({"params": {...}})
+    Case("analyze-ok", ReviewAnalyzer, "analyze",
+         {"params": {"text": "love it", "stars": 5, "tags": ["fit"]}},
+         {"sentiment": "positive", "score": 1.0, "words": 2, "tags": {"fit": 3}}),
+    Case("analyze-datetime", ReviewAnalyzer, "analyze",
+         {"params": {"text": "meh", "stars": 3, "posted": "2024-01-02T03:04:05Z"}},
+         {"sentiment": "neutral", "score": 0.0, "words": 1, "tags": {}}),
+    Case("analyze-bad-fields", ReviewAnalyzer, "analyze",
+         {"params": {"text": "", "stars": 6}}, status=400,
+         locs=[["params", "text"], ["params", "stars"]]),
+    Case("analyze-missing-params", ReviewAnalyzer, "analyze", {}, status=400,
+         locs=[["params"]]),
+    Case("analyze-missing-nested", ReviewAnalyzer, "analyze", {"params": {"text": "x"}},
+         status=400, locs=[["params", "stars"]]),
+    # input_spec: the model's fields at the top level
+    Case("search-ok", ReviewAnalyzer, "search", {"query": "blue", "top_k": 5},
+         ["blue shoes", "blue hat"]),
+    Case("search-exact", ReviewAnalyzer, "search", {"query": "red hat", "mode": "exact"},
+         ["red hat"]),
+    Case("search-bad", ReviewAnalyzer, "search", {"query": "", "top_k": 0}, status=400,
+         locs=[["query"], ["top_k"]]),
+    # root inputs: the body is the value
+    Case("shout", ReviewAnalyzer, "shout", {"text": "quiet"}, "QUIET"),
+    Case("stats", ReviewAnalyzer, "stats", {"values": [1, 2, 6]},
+         {"min": 1.0, "max": 6.0, "mean": 3.0}),
+    Case("stats-empty", ReviewAnalyzer, "stats", {"values": []}, status=400,
+         locs=[["values"]]),
+    # user exceptions: 500 / INTERNAL, message withheld
+    Case("user-exception", ReviewAnalyzer, "fail", {"message": "db password"}, status=500),
+    Case("quickstart-summary", Quickstart, "summarize", {"text": "a b c d", "max_words": 2},
+         {"summary": "a b", "words": 4}),
+    Case("quickstart-count", Quickstart, "count", {"text": "two words"},
+         {"chars": 9, "words": 2}),
+]
+
+
+def _http(server: Any, case: Case) -> tuple[int, Any, list]:
+    api = server.spec.apis[case.api]
+    if api.is_root:
+        value = case.inputs[api.root_field.name]
+        if isinstance(value, str):
+            reply = post(server.http_url + api.route, value.encode(), content_type="text/plain")
+        else:
+            reply = post(server.http_url + api.route, value)
+    else:
+        reply = post(server.http_url + api.route, case.inputs)
+    if reply.status != 200:
+        body = reply.json()
+        assert "error" in body
+        return reply.status, body, reply.error_locs()
+    ctype = reply.headers["content-type"]
+    result = reply.text if ctype.startswith("text/plain") else reply.json()
+    return 200, result, []
+
+
+def _grpc(server: Any, case: Case) -> tuple[int, Any, list]:
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        result = caller.call(case.api, case.inputs)
+    except grpc.RpcError as exc:
+        status = {v: k for k, v in GRPC_CODE.items()}[exc.code()]
+        return status, exc.details(), error_locs(exc)
+    finally:
+        caller.close()
+    return 200, to_jsonable_python(result), []
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_same_answer_on_both_protocols(servers, case: Case, protocol: str):
+    server = servers[case.service]
+    status, result, locs = (_http if protocol == "http" else _grpc)(server, case)
+    assert status == case.status, result
+    if case.status == 200:
+        assert result == case.expect
+    else:
+        assert locs == case.locs
+    if case.status == 500:
+        assert "db password" not in json.dumps(result)
+        assert "Traceback" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("api", ["generate", "agenerate"])
+def test_streams_match_on_both_protocols(servers, api: str):
+    server = servers[LanguageModel]
+    inputs = {"prompt": "hello", "max_tokens": 5}
+    reply = post(server.http_url + f"/{api}", inputs)
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    http_chunks = [data for event, data in sse_events(reply.body)]
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        grpc_chunks = list(caller.stream(api, inputs))
+    finally:
+        caller.close()
+    assert http_chunks == grpc_chunks
+    assert len(grpc_chunks) == 5
+    assert all(c.endswith(" ") for c in grpc_chunks)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_stream_rejects_bad_input_before_streaming(servers, protocol: str):
+    server = servers[LanguageModel]
+    inputs = {"prompt": "hello", "max_tokens": 0}
+    if protocol == "http":
+        reply = post(server.http_url + "/generate", inputs)
+        assert reply.status == 400
+        assert reply.error_locs() == [["max_tokens"]]
+    else:
+        caller = GrpcCaller(server.spec, server.grpc_target)
+        with pytest.raises(grpc.RpcError) as info:
+            list(caller.stream("generate", inputs))
+        caller.close()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_locs(info.value) == [["max_tokens"]]

@@ -1,0 +1,205 @@
+"""The generated protobuf contract: names, numbers, presence, enums, golden text."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import subprocess
+import sys
+import typing as t
+from pathlib import Path
+
+import pytest
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
+from pydantic import BaseModel, Field
+
+import tensorwire
+from examples.models import ReviewAnalyzer
+from tensorwire.protogen import ServiceProto
+from tensorwire.validators import FieldNumber
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+class Color(enum.Enum):
+    red = 1
+    dark_blue = 2
+
+
+class Inner(BaseModel):
+    z: float
+    tags: dict[str, int] = {}
+
+
+class Everything(BaseModel):
+    s: str
+    i: int = 0
+    f: float = 0.5
+    b: bool = False
+    raw: bytes = b""
+    when: dt.datetime | None = None
+    span: dt.timedelta | None = None
+    day: dt.date | None = None
+    color: Color = Color.red
+    mode: t.Literal["a", "b-c"] = "a"
+    ints: list[int] = []
+    grid: list[list[int]] = []
+    inner: Inner | None = None
+    inners: list[Inner] = []
+    by_key: dict[str, Inner] = {}
+    anything: t.Any = None
+    blob: dict = {}
+    maybe: int | None = None
+
+
+@tensorwire.service(name="Every")
+class EverySvc:
+    @tensorwire.api
+    def echo(self, value: Everything) -> Everything:
+        return value
+
+    @tensorwire.api
+    def pinned(
+        self,
+        first: t.Annotated[int, FieldNumber(7)] = 0,
+        second: str = "",
+        third: t.Annotated[str, FieldNumber(1)] = "",
+        fourth: float = 0.0,
+    ) -> int:
+        return first
+
+
+def proto() -> ServiceProto:
+    return ServiceProto(tensorwire.get_service_spec(EverySvc))
+
+
+def fields(p: ServiceProto, message: str) -> dict[str, FDP]:
+    (msg,) = [m for m in p.file_proto.message_type if m.name == message]
+    return {f.name: f for f in msg.field}
+
+
+def test_numbers_follow_declaration_order_and_pins_are_kept():
+    f = fields(proto(), "PinnedRequest")
+    assert {n: x.number for n, x in f.items()} == {
+        "first": 7, "second": 2, "third": 1, "fourth": 3}
+
+
+def test_every_singular_scalar_has_explicit_presence():
+    f = fields(proto(), "Everything")
+    for name in ("s", "i", "f", "b", "raw", "color", "mode", "maybe"):
+        assert f[name].proto3_optional, name
+    assert f["ints"].label == FDP.LABEL_REPEATED
+    assert f["inner"].type == FDP.TYPE_MESSAGE and not f["inner"].proto3_optional
+
+
+def test_well_known_and_fallback_types():
+    f = fields(proto(), "Everything")
+    assert f["when"].type_name == ".google.protobuf.Timestamp"
+    assert f["span"].type_name == ".google.protobuf.Duration"
+    assert f["day"].type == FDP.TYPE_STRING  # its JSON form
+    assert f["grid"].type_name == ".google.protobuf.Value"  # nested lists
+    assert f["anything"].type_name == ".google.protobuf.Value"
+    assert f["blob"].type_name == ".google.protobuf.Struct"
+    assert f["by_key"].type_name.endswith("Everything.ByKeyEntry")
+
+
+def test_enums_start_at_one_with_an_unspecified_zero():
+    p = proto()
+    enums = {e.name: [(v.name, v.number) for v in e.value] for e in p.file_proto.enum_type}
+    assert enums["Color"] == [("COLOR_UNSPECIFIED", 0), ("COLOR_RED", 1), ("COLOR_DARK_BLUE", 2)]
+    (mode,) = [v for k, v in enums.items() if k != "Color"]
+    assert [n for _, n in mode] == [0, 1, 2]
+
+
+def test_round_trip_of_every_standard_type():
+    p = proto()
+    messages = p.messages["echo"]
+    value = Everything(
+        s="x", i=-3, f=2.25, b=True, raw=b"\x00\xff", when=dt.datetime(2024, 5, 6, 7, 8, 9,
+                                                                      123000, tzinfo=dt.UTC),
+        span=dt.timedelta(seconds=-1.5), day=dt.date(2020, 2, 29), color=Color.dark_blue,
+        mode="b-c", ints=[1, 2], grid=[[1], [2, 3]], inner=Inner(z=1.0, tags={"k": 1}),
+        inners=[Inner(z=2.0)], by_key={"a": Inner(z=3.0)}, anything={"x": [1, "y"]},
+        blob={"q": True}, maybe=None)
+    wire = messages.request({"value": value}).SerializeToString()
+    values = messages.request_values(messages.request_cls.FromString(wire))
+    back = tensorwire.get_service_spec(EverySvc).apis["echo"].decode_values(values)["value"]
+    assert back == value
+    reply = messages.response_cls.FromString(messages.response(value).SerializeToString())
+    assert Everything.model_validate(messages.response_value(reply)) == value
+
+
+def test_missing_fields_read_as_missing_so_defaults_apply():
+    p = proto()
+    messages = p.messages["pinned"]
+    values = messages.request_values(messages.request_cls())
+    assert values == {}
+    api = tensorwire.get_service_spec(EverySvc).apis["pinned"]
+    assert api.decode_values(values) == {"first": 0, "second": "", "third": "", "fourth": 0.0}
+
+
+def test_unknown_enum_number_is_an_invalid_argument_at_its_field():
+    p = proto()
+    messages = p.messages["echo"]
+    msg = messages.request({"value": {"s": "x"}})
+    msg.value.color = 9
+    with pytest.raises(tensorwire.errors.InvalidArgument) as info:
+        messages.request_values(msg)
+    assert info.value.detail[0]["loc"] == ["value", "color"]
+
+
+def test_proto_text_is_deterministic_and_matches_the_golden_file():
+    spec = tensorwire.get_service_spec(ReviewAnalyzer)
+    text = ServiceProto(spec).proto_text()
+    assert text == ServiceProto(spec).proto_text()
+    golden = (GOLDEN / "review_analyzer.proto").read_text()
+    assert text == golden, "regenerate: tensorwire proto examples.models:ReviewAnalyzer"
+
+
+def test_cli_proto_output_compiles_with_protoc(tmp_path: Path):
+    out = subprocess.run([sys.executable, "-m", "tensorwire.cli", "proto",
+                          "examples.models:ReviewAnalyzer"], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    pkg = tmp_path / "review_analyzer"
+    pkg.mkdir()
+    (pkg / "review_analyzer.proto").write_text(out.stdout)
+    import grpc_tools
+    from grpc_tools import protoc
+
+    include = str(Path(grpc_tools.__file__).parent / "_proto")
+    proto_root = str(Path(tensorwire.v1.__file__).parents[2])
+    rc = protoc.main(["protoc", f"-I{tmp_path}", f"-I{proto_root}", f"-I{include}",
+                      f"--python_out={tmp_path}", "review_analyzer/review_analyzer.proto"])
+    assert rc == 0
+    assert (pkg / "review_analyzer_pb2.py").exists()
+
+
+def test_field_descriptions_become_comments():
+    text = ServiceProto(tensorwire.get_service_spec(ReviewAnalyzer)).proto_text()
+    assert "// The review text." in text
+    assert "// Score one review" in text
+
+
+def test_types_proto_matches_its_descriptor_set(tmp_path: Path):
+    """types.binpb is what protoc makes of types.proto (run `make proto` after edits)."""
+    from grpc_tools import protoc
+
+    root = Path(tensorwire.v1.__file__).parents[2]
+    out = tmp_path / "types.binpb"
+    rc = protoc.main(["protoc", f"-I{root}", f"--descriptor_set_out={out}",
+                      "tensorwire/v1/types.proto"])
+    assert rc == 0
+    assert out.read_bytes() == (Path(tensorwire.v1.__file__).parent / "types.binpb").read_bytes()
+
+
+def test_field_metadata_in_annotated_keeps_constraints():
+    @tensorwire.service
+    class C:
+        @tensorwire.api
+        def m(self, x: t.Annotated[int, Field(ge=3), FieldNumber(4)] = 5) -> int:
+            return x
+
+    api = tensorwire.get_service_spec(C).apis["m"]
+    assert api.fields[0].number == 4
+    with pytest.raises(tensorwire.errors.InvalidArgument):
+        api.decode_json(b'{"x": 1}')

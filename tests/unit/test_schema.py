@@ -1,0 +1,68 @@
+"""schema.json and OpenAPI come from the same models that validate requests."""
+
+from __future__ import annotations
+
+from examples.constrained import TextGenerator
+from examples.llm_stream import LanguageModel
+from examples.models import ReviewAnalyzer
+from tensorwire import get_service_spec
+from tensorwire.schema import openapi, schema_json
+
+
+def test_openapi_carries_descriptions_examples_defaults_and_constraints():
+    doc = openapi(get_service_spec(TextGenerator))
+    assert doc["openapi"] == "3.1.0"
+    op = doc["paths"]["/complete"]["post"]
+    schema = op["requestBody"]["content"]["application/json"]["schema"]
+    props = schema["properties"]
+    assert props["prompt"]["maxLength"] == 1000
+    assert props["prompt"]["examples"] == ["Once upon a time"]
+    assert props["prompt"]["description"].startswith("Text to continue")
+    assert props["temperature"] == {**props["temperature"], "minimum": 0, "exclusiveMaximum": 2,
+                                    "default": 1.0}
+    assert props["max_tokens"]["exclusiveMinimum"] == 0
+    assert props["max_tokens"]["multipleOf"] == 100
+    assert schema["additionalProperties"] is False
+    assert op["responses"]["400"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"}
+    assert "/readyz" in doc["paths"] and "/livez" in doc["paths"]
+
+
+def test_openapi_refs_resolve_to_components():
+    doc = openapi(get_service_spec(ReviewAnalyzer))
+    schemas = doc["components"]["schemas"]
+    assert {"Review", "Analysis", "Sentiment", "Error"} <= set(schemas)
+    text = str(doc)
+    for name in ("Review", "Analysis"):
+        assert f"#/components/schemas/{name}" in text
+    assert "$defs" not in text
+
+
+def test_root_inputs_document_their_body_media_type():
+    doc = openapi(get_service_spec(ReviewAnalyzer))
+    shout = doc["paths"]["/shout"]["post"]
+    assert list(shout["requestBody"]["content"]) == ["text/plain"]
+    assert list(shout["responses"]["200"]["content"]) == ["text/plain"]
+    stats = doc["paths"]["/stats"]["post"]
+    assert stats["requestBody"]["content"]["application/json"]["schema"]["type"] == "array"
+
+
+def test_streams_are_event_streams():
+    doc = openapi(get_service_spec(LanguageModel))
+    assert list(doc["paths"]["/generate"]["post"]["responses"]["200"]["content"]) == [
+        "text/event-stream"]
+
+
+def test_schema_json_is_in_bentoml_client_form():
+    schema = schema_json(get_service_spec(ReviewAnalyzer))
+    routes = {r["name"]: r for r in schema["routes"]}
+    assert routes["analyze"]["route"] == "/analyze"
+    analyze_input = routes["analyze"]["input"]
+    assert analyze_input["type"] == "object"
+    assert "params" in analyze_input["properties"]
+    # flattened: no $ref left for the client to resolve
+    assert "$ref" not in str(analyze_input)
+    assert routes["shout"]["output"]["type"] == "string"
+    assert routes["shout"]["input"]["root_input"] is True
+    stream = schema_json(get_service_spec(LanguageModel))["routes"][0]
+    assert stream["output"]["is_stream"] is True

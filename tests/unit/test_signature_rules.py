@@ -1,0 +1,123 @@
+"""Every definition-time rule raises a TypeError naming class, method and parameter."""
+
+from __future__ import annotations
+
+import typing as t
+
+import pytest
+from pydantic import BaseModel
+
+import tensorwire
+from tensorwire.validators import Shape
+
+
+class Params(BaseModel):
+    a: int
+
+
+class Opaque:
+    """A class neither tensorwire nor pydantic knows how to validate."""
+
+
+def define(method: t.Callable[..., t.Any], **api_kwargs: t.Any) -> type:
+    ns = {"method": tensorwire.api(**api_kwargs)(method) if api_kwargs else tensorwire.api(method)}
+    return tensorwire.service(type("Svc", (), ns))
+
+
+def _method(code: str) -> t.Callable[..., t.Any]:
+    ns: dict[str, t.Any] = {"t": t, "Params": Params, "tensorwire": tensorwire,
+                            "Shape": Shape, "Opaque": Opaque}
+    exec(code, ns)  # signatures with / and ** cannot be written as lambdas
+    return ns["method"]
+
+
+CASES = [
+    ("def method(self, x: t.Union[int, str]) -> int: ...", "x", "Union"),
+    ("def method(self, x: int | str) -> int: ...", "x", "Union"),
+    ("def method(self, x: t.Optional[int]) -> int: ...", "x", "needs a default"),
+    ("def method(self, x) -> int: ...", "x", "type annotation"),
+    ("def method(self, a: int, b: str, /) -> int: ...", "b", "at most one positional-only"),
+    ("def method(self, a: int, /, b: str) -> int: ...", "b", "beside nothing but a Context"),
+    ("def method(self, **params: t.Any) -> int: ...", "params", "input_spec"),
+    ("def method(self, *args: int) -> int: ...", "args", "*args"),
+    ("def method(self, x: t.Annotated[int, Shape((1,))]) -> int: ...", "x", "Shape"),
+    ("def method(self, x: Opaque) -> int: ...", "x", "unsupported type Opaque"),
+    ("def method(self, _x: int) -> int: ...", "_x", "underscore"),
+]
+
+
+@pytest.mark.parametrize(("code", "param", "fragment"), CASES)
+def test_rule_raises_naming_class_method_and_parameter(code: str, param: str, fragment: str):
+    with pytest.raises(TypeError) as info:
+        define(_method(code))
+    msg = str(info.value)
+    assert "Svc.method()" in msg
+    assert repr(param) in msg
+    assert fragment in msg
+
+
+def test_input_spec_needs_kwargs_and_nothing_else():
+    class Spec(tensorwire.IODescriptor):
+        a: int
+
+    with pytest.raises(TypeError, match=r"Svc\.method\(\).*\*\*kwargs"):
+        define(_method("def method(self) -> int: ..."), input_spec=Spec)
+    with pytest.raises(TypeError, match="no other inputs"):
+        define(_method("def method(self, x: int, **kw: t.Any) -> int: ..."), input_spec=Spec)
+
+
+def test_context_is_injected_not_part_of_the_contract():
+    svc = define(_method(
+        "def method(self, text: str, /, ctx: tensorwire.Context) -> str: ..."))
+    api = tensorwire.get_service_spec(svc).apis["method"]
+    assert api.is_root
+    assert [f.name for f in api.fields] == ["text"]
+    assert api.context_param == "ctx"
+
+
+def test_context_of_any_name_beside_keywords():
+    svc = define(_method("def method(self, a: int, whatever: tensorwire.Context) -> int: ..."))
+    api = tensorwire.get_service_spec(svc).apis["method"]
+    assert api.context_param == "whatever"
+    assert [f.name for f in api.fields] == ["a"]
+
+
+def test_duplicate_routes_and_reserved_routes_are_refused():
+    with pytest.raises(TypeError, match="reserved"):
+        define(_method("def method(self) -> int: ..."), route="/readyz")
+
+    class Two:
+        @tensorwire.api(route="/x")
+        def a(self) -> int: ...
+
+        @tensorwire.api(route="/x")
+        def b(self) -> int: ...
+
+    with pytest.raises(TypeError, match="already used"):
+        tensorwire.service(Two)
+
+
+def test_generator_annotation_needs_a_generator():
+    with pytest.raises(TypeError, match="generator method"):
+        define(_method("def method(self) -> t.Generator[str, None, None]:\n    return iter([])"))
+
+
+def test_service_and_api_decorators_bare_and_with_arguments():
+    @tensorwire.service(name="named-svc")
+    class A:
+        @tensorwire.api(route="custom", name="renamed")
+        def method(self, x: int = 1) -> int:
+            return x
+
+    spec = tensorwire.get_service_spec(A)
+    assert spec.name == "named-svc"
+    api = spec.apis["renamed"]
+    assert api.route == "/custom"
+    assert api.method_name == "method"
+    assert A().method(3) == 3  # the class stays a plain, testable class
+    assert spec.grpc_service_name == "named_svc.NamedSvc"
+
+
+def test_not_a_service():
+    with pytest.raises(TypeError, match=r"not a @tensorwire\.service"):
+        tensorwire.get_service_spec(object)
