@@ -133,6 +133,11 @@ class MessageSink(Protocol):
         """Declare (name, codec, pinned number or None, doc) fields in order."""
         ...
 
+    def add_oneof(self, oneof: str, fields: list[tuple[str, Codec, int | None, str | None]]
+                  ) -> None:
+        """Declare fields that form one `oneof` (message-typed only)."""
+        ...
+
 
 class ProtoBuilder(Protocol):
     """What protogen offers codecs while it builds one service's .proto file."""

@@ -31,6 +31,7 @@ from .standard import (
     StringFormCodec,
     StructCodec,
     TimedeltaCodec,
+    UnionCodec,
     enum_codec,
     literal_codec,
 )
@@ -154,14 +155,34 @@ def _build(annotation: Any) -> Codec:
 
 
 def _union(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
+    from pydantic import BaseModel
+
     args = get_args(base)
     rest = [a for a in args if a is not type(None)]
     if len(rest) == 1 and len(rest) < len(args):
         inner = codec_for(_with_metadata(rest[0], metadata))
         return OptionalCodec(base, inner.annotation | None, inner)
+    discriminator = _discriminator(metadata)
+    if discriminator is not None and all(
+        isinstance(a, type) and issubclass(a, BaseModel) for a in rest
+    ):
+        union = UnionCodec(Union[tuple(rest)], rest, discriminator, codec_for)  # noqa: UP007
+        if len(rest) < len(args):
+            return OptionalCodec(base, union.annotation | None, union)
+        return union
     raise TypeError(
-        f"Union type {base} is not supported: use `X | None` (Optional) or a single type"
+        f"Union type {base} is not supported: use `X | None` (Optional), a single type, or "
+        "a discriminated union of models (`Field(discriminator=...)`)"
     )
+
+
+def _discriminator(metadata: tuple[Any, ...]) -> str | None:
+    """The discriminator field name given by `Field(discriminator="kind")`."""
+    for m in metadata:
+        value = getattr(m, "discriminator", None)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 _SEQUENCES = (list, tuple, set, frozenset, cabc.Sequence, cabc.Set, cabc.MutableSequence,

@@ -418,6 +418,73 @@ class MapCodec(Codec):
         return [t for v in value.values() for t in self.value.iter_tensors(v)]
 
 
+# ---------------------------------------------------------------------- unions
+
+
+class UnionCodec(Codec):
+    """A discriminated union of models: a message holding `oneof choice { A a; B b; }`.
+
+    The oneof already says which variant was sent, so a gRPC client need not repeat the
+    discriminator field; it is filled in before pydantic validates the variant.
+    """
+
+    element_is_message = True
+
+    def __init__(self, python_type: Any, members: list[type], discriminator: str,
+                 resolve: Callable[[Any], Codec]) -> None:
+        super().__init__(python_type, python_type)
+        self.members = members
+        self.discriminator = discriminator
+        self._resolve = resolve
+        self.names = [upper_snake(m.__name__).lower() for m in members]
+        self.tags = [_literal_tag(m, discriminator) for m in members]
+
+    @functools.cached_property
+    def codecs(self) -> list[Codec]:
+        return [self._resolve(m) for m in self.members]
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        def fill(sink: MessageSink) -> None:
+            sink.add_oneof("choice", [(n, c, None, None)
+                                      for n, c in zip(self.names, self.codecs, strict=True)])
+
+        hint = "Or".join(m.__name__ for m in self.members)
+        key = ("union", tuple(self.members), self.discriminator)
+        return ProtoType.message(builder.message(key, hint, fill))
+
+    def from_proto(self, raw: Any) -> Any:
+        which = raw.WhichOneof("choice")
+        if which is None:
+            raise FieldError("no variant of the union is set", type="union_tag_not_found")
+        i = self.names.index(which)
+        value = self.codecs[i].from_proto(getattr(raw, which))
+        value.setdefault(self.discriminator, self.tags[i])
+        return value
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        tag = value.get(self.discriminator) if isinstance(value, dict) else getattr(
+            value, self.discriminator, None)
+        tag = tag.value if isinstance(tag, enum.Enum) else tag
+        try:
+            i = self.tags.index(tag)
+        except ValueError:
+            raise FieldError(f"{tag!r} is not a variant of the union") from None
+        self.codecs[i].fill_proto(value, getattr(msg, self.names[i]))
+
+
+def _literal_tag(model: type, discriminator: str) -> Any:
+    from typing import get_args
+
+    field = model.model_fields.get(discriminator)
+    if field is None:
+        raise TypeError(f"{model.__name__} has no discriminator field {discriminator!r}")
+    args = get_args(field.annotation)
+    if len(args) != 1:
+        raise TypeError(f"{model.__name__}.{discriminator} must be a Literal of one value")
+    tag = args[0]
+    return tag.value if isinstance(tag, enum.Enum) else tag
+
+
 # ---------------------------------------------------------------------- models
 
 
@@ -451,6 +518,12 @@ class ModelCodec(Codec):
         out = []
         for name, info in self.python_type.model_fields.items():
             annotation = info.rebuild_annotation()
+            if isinstance(getattr(info, "discriminator", None), str):
+                from typing import Annotated
+
+                from pydantic import Field
+
+                annotation = Annotated[annotation, Field(discriminator=info.discriminator)]
             try:
                 codec = self._resolve(annotation)
             except TypeError as exc:

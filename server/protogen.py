@@ -155,6 +155,17 @@ class _Sink:
         for name, codec, number, doc in fields:
             self.add_field(name, codec, number=number, doc=doc)
 
+    def add_oneof(self, oneof: str, fields: list[tuple[str, Codec, int | None, str | None]]
+                  ) -> None:
+        """Fields that form one `oneof` (message-typed variants of a union)."""
+        msg = self.msg
+        index = len(msg.proto.oneof_decl)
+        msg.proto.oneof_decl.add(name=oneof)
+        first = len(msg.proto.field)
+        self.add_fields(fields)
+        for fd in msg.proto.field[first:]:
+            fd.oneof_index = index
+
     def add_field(self, name: str, codec: Codec, *, number: int | None = None,
                   doc: str | None = None) -> None:
         msg = self.msg

@@ -66,8 +66,17 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
         comment((4, mi), "")
         out.append(f"message {msg.name} {{")
         entries = {n.name: n for n in msg.nested_type if n.options.map_entry}
+        open_oneof: int | None = None
         for fi, f in enumerate(msg.field):
-            comment((4, mi, 2, fi), "  ")
+            real_oneof = f.HasField("oneof_index") and not f.proto3_optional
+            if open_oneof is not None and (not real_oneof or f.oneof_index != open_oneof):
+                out.append("  }")
+                open_oneof = None
+            if real_oneof and open_oneof is None:
+                open_oneof = f.oneof_index
+                out.append(f"  oneof {msg.oneof_decl[f.oneof_index].name} {{")
+            indent = "    " if open_oneof is not None else "  "
+            comment((4, mi, 2, fi), indent)
             entry_name = f.type_name.rsplit(".", 1)[-1] if f.type == FDP.TYPE_MESSAGE else ""
             if f.label == FDP.LABEL_REPEATED and entry_name in entries:
                 key, value = entries[entry_name].field
@@ -78,7 +87,9 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
                 decl = f"optional {field_type(f, msg)}"
             else:
                 decl = field_type(f, msg)
-            out.append(f"  {decl} {f.name} = {f.number};")
+            out.append(f"{indent}{decl} {f.name} = {f.number};")
+        if open_oneof is not None:
+            out.append("  }")
         out.append("}")
         out.append("")
 

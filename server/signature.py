@@ -214,6 +214,8 @@ def _field_info(p: inspect.Parameter, fail: Any) -> FieldInfo:
 def _field_spec(name: str, annotation: Any, info: FieldInfo, kind: str, fail: Any) -> FieldSpec:
     if name.startswith("_"):
         fail("input names may not start with an underscore", name)
+    if getattr(info, "discriminator", None) is not None:
+        annotation = typing.Annotated[annotation, Field(discriminator=info.discriminator)]
     try:
         codec = codec_for(annotation)
     except TypeError as exc:
