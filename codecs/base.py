@@ -266,6 +266,22 @@ class Codec:
         """Device tensors inside `value`, for the one batched device→host transfer."""
         return []
 
+    # ----------------------------------------------------------------- batching
+    #: Whether values can be merged along a batch dimension (lists, tensors, frames).
+    supports_batching: ClassVar[bool] = False
+
+    def batch_len(self, value: Any, dim: int) -> int:
+        """How many items `value` holds along `dim`."""
+        raise TypeError(f"{self!r} cannot be batched")
+
+    def batch_concat(self, values: list[Any], dim: int) -> Any:
+        """One value holding all of `values`, stacked along `dim`."""
+        raise TypeError(f"{self!r} cannot be batched")
+
+    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        """`value` cut along `dim` into pieces of `sizes` items (views where possible)."""
+        raise TypeError(f"{self!r} cannot be batched")
+
 
 # curl -d sends form-urlencoded by default; a JSON API reads such a body as JSON text.
 _LENIENT_JSON = frozenset({"application/x-www-form-urlencoded", "text/json"})

@@ -21,6 +21,7 @@ from .base import Codec
 from .standard import (
     BytesCodec,
     DatetimeCodec,
+    JsonListCodec,
     JsonValueCodec,
     ListCodec,
     MapCodec,
@@ -243,7 +244,7 @@ def _sequence(base: Any, origin: Any) -> Codec:
         if item.has_tensors or item.is_file:
             raise TypeError(f"{_type_name(base)}: nested containers of tensors or files "
                             "are not supported; use a tensor of higher rank")
-        return JsonValueCodec(base)
+        return JsonListCodec(base)
     return ListCodec(base, list[item.annotation], item)
 
 

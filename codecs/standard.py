@@ -231,7 +231,7 @@ class StringFormCodec(Codec):
         return STRING
 
     def to_proto(self, value: Any) -> Any:
-        return self.adapter.dump_python(value, mode="json")
+        return self.adapter.dump_python(value, mode="json", warnings=False)
 
 
 class JsonValueCodec(Codec):
@@ -250,7 +250,7 @@ class JsonValueCodec(Codec):
         return value_to_python(raw)
 
     def fill_proto(self, value: Any, msg: Any) -> None:
-        python_to_value(self.adapter.dump_python(value, mode="json"), msg)
+        python_to_value(self.adapter.dump_python(value, mode="json", warnings=False), msg)
 
 
 class StructCodec(JsonValueCodec):
@@ -262,10 +262,37 @@ class StructCodec(JsonValueCodec):
         return struct_to_python(raw)
 
     def fill_proto(self, value: Any, msg: Any) -> None:
-        python_to_struct(self.adapter.dump_python(value, mode="json"), msg)
+        python_to_struct(self.adapter.dump_python(value, mode="json", warnings=False), msg)
 
 
 # ---------------------------------------------------------------------- containers
+
+
+class _ListBatching:
+    """Batching of Python lists: items along dimension 0."""
+
+    supports_batching = True
+
+    def batch_len(self, value: Any, dim: int) -> int:
+        if dim != 0:
+            raise FieldError(f"a list batches along dimension 0, not {dim}")
+        return len(value)
+
+    def batch_concat(self, values: list[Any], dim: int) -> Any:
+        return [item for value in values for item in value]
+
+    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        out, start = [], 0
+        for n in sizes:
+            out.append(list(value[start:start + n]))
+            start += n
+        return out
+
+
+class JsonListCodec(_ListBatching, JsonValueCodec):
+    """Nested lists (`list[list[float]]`): a `google.protobuf.Value`, batched as a list."""
+
+
 
 
 class OptionalCodec(Codec):
@@ -373,6 +400,11 @@ class ListCodec(Codec):
         if not self.has_tensors or value is None:
             return []
         return [t for v in value for t in self.item.iter_tensors(v)]
+
+    batch_len = _ListBatching.batch_len
+    batch_concat = _ListBatching.batch_concat
+    batch_split = _ListBatching.batch_split
+    supports_batching = True
 
 
 class MapCodec(Codec):

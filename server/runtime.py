@@ -39,6 +39,7 @@ class ServiceRuntime:
         self.draining = False
         self._methods: dict[str, Callable[..., Any]] = {}
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
+        self._batchers: dict[str, Any] = {}
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
@@ -47,10 +48,39 @@ class ServiceRuntime:
         for api in self.spec.apis.values():
             self._methods[api.name] = api.bind(self.instance)
             self._callers[api.name] = _argument_layout(api)
+            if api.batchable:
+                self._batchers[api.name] = self._batcher(api)
         self.ready = True
+
+    def _batcher(self, api: APISpec) -> Any:
+        from .batching import Batcher
+
+        method = self._methods[api.name]
+        layout = self._callers[api.name]
+
+        async def invoke(values: dict[str, Any]) -> Any:
+            args, kw = layout(values, None)  # type: ignore[arg-type]
+            if api.is_async:
+                return await method(*args, **kw)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.executor,
+                                              functools.partial(method, *args, **kw))
+
+        async def to_host(value: Any) -> Any:
+            return await self.to_host(api, value)
+
+        return Batcher(api, invoke, to_host,
+                       max_queue_items=self.settings.extra.get("batch_queue_items"),  # type: ignore[arg-type]
+                       observe=self.settings.extra.get("batch_observer"))  # type: ignore[arg-type]
+
+    def batcher(self, name: str) -> Any:
+        """The dispatcher of a batchable API (tests and metrics inspect it)."""
+        return self._batchers[name]
 
     async def close(self) -> None:
         self.ready = False
+        for batcher in self._batchers.values():
+            await batcher.close()
         closer = getattr(self.instance, "__tensorwire_close__", None) or getattr(
             self.instance, "close", None) if self.instance is not None else None
         if callable(closer):
@@ -70,6 +100,10 @@ class ServiceRuntime:
 
     async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
         """Run a unary API and return its (host-side) result."""
+        if api.batchable:
+            if not self.ready:
+                raise ServiceUnavailable("the service is not ready")
+            return await self._batchers[api.name].submit(kwargs)
         method, args, kw = self._prepare(api, kwargs, ctx)
         if api.is_async:
             result = await method(*args, **kw)

@@ -172,8 +172,8 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
         fail("a Generator/AsyncGenerator return annotation needs a generator method (yield)")
     batch_dim = config.batch_dim if isinstance(config.batch_dim, tuple) else (
         config.batch_dim, config.batch_dim)
-    if config.batchable and output.stream:
-        fail("a streaming API cannot be batchable")
+    if config.batchable:
+        _check_batchable(fields, output, context_param, fail)
 
     return APISpec(
         name=name,
@@ -193,6 +193,19 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
         max_latency_ms=config.max_latency_ms,
         root_adapter=root_adapter,
     )
+
+
+def _check_batchable(fields: list[FieldSpec], output: OutputSpec, context_param: str | None,
+                     fail: Any) -> None:
+    if output.stream:
+        fail("a streaming API cannot be batchable")
+    if context_param is not None:
+        fail("a batchable API serves many requests per call, so it cannot take a Context",
+             context_param)
+    if not any(f.codec.supports_batching for f in fields):
+        fail("batchable=True needs at least one list, tensor or DataFrame input to batch")
+    if not output.codec.supports_batching:
+        fail("batchable=True needs a list, tensor or DataFrame return type to split back")
 
 
 def _root_config(f: FieldSpec) -> ConfigDict | None:

@@ -33,6 +33,8 @@ class RunningServer:
     grpc_port: int | None
     spec: Any = None
     stop_fn: Any = None
+    #: The in-thread server's ServiceRuntime (None for CLI subprocesses).
+    runtime: Any = None
     process: subprocess.Popen | None = None
     logs: list[str] = field(default_factory=list)
 
@@ -91,7 +93,8 @@ def start_in_thread(service: type, **settings: Any) -> RunningServer:
         thread.join(30)
 
     bound = box["bound"]
-    return RunningServer(bound.http_port, bound.grpc_port, spec=spec, stop_fn=stop)
+    return RunningServer(bound.http_port, bound.grpc_port, spec=spec, stop_fn=stop,
+                         runtime=box["server"].runtime)
 
 
 @contextlib.contextmanager
