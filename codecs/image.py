@@ -62,7 +62,8 @@ def decode_image(data: bytes, limit: int | None) -> Any:
     except FieldError:
         raise
     except Image.DecompressionBombError as exc:
-        raise FieldError(f"the image is too large to decode: {exc}", type="image") from None
+        raise FieldError(f"the image is too large to decode (a decompression bomb?): {exc}",
+                         type="image") from None
     except UnidentifiedImageError:
         raise FieldError("the content is not an image PIL can read", type="image") from None
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError) as exc:

@@ -84,6 +84,17 @@ class StrCodec(ScalarCodec):
         except UnicodeDecodeError as exc:
             raise FieldError(f"the body is not UTF-8 text: {exc.reason}") from None
 
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        """A str form field is its text (what HTML forms, curl -F and Swagger UI send);
+        a part labelled application/json is a JSON string like any other JSON part."""
+        if is_json_media(part.media_type):
+            return await super().decode_part(part, ctx)
+        data = await part.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"the part is not UTF-8 text: {exc.reason}") from None
+
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
         return HttpBody(str(value).encode(), "text/plain; charset=utf-8")
 
