@@ -132,5 +132,6 @@ class ImageTools:
         small.thumbnail((32, 32))
         large = image.copy()
         large.thumbnail((256, 256))
+        small.format = large.format = image.format  # copies have no format of their own
         return Thumbnails(small=small, large=large,
                           sizes={"small": list(small.size), "large": list(large.size)})
