@@ -415,6 +415,18 @@ class ListCodec(Codec):
             return await self.item.decode_part(part, ctx)
         return await super().decode_part(part, ctx)
 
+    @property
+    def output_media(self) -> str:  # type: ignore[override]
+        return "multipart/form-data" if self.item.is_file else "application/json"
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        """A list of files is a multipart/form-data response, one `result` part each."""
+        if not self.item.is_file:
+            return super().encode_http(value, accept)
+        from .multipart import encode_parts, field_parts
+
+        return encode_parts(field_parts("result", self, value, accept))
+
     def read_field(self, msg: Any, name: str) -> Any:
         out = []
         from_proto = self.item.from_proto
@@ -441,18 +453,6 @@ class ListCodec(Codec):
         if not self.has_tensors or value is None:
             return []
         return [t for v in value for t in self.item.iter_tensors(v)]
-
-    @property
-    def output_media(self) -> str:  # type: ignore[override]
-        return "multipart/form-data" if self.item.is_file else "application/json"
-
-    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        """A list of files is a multipart/form-data response, one `result` part each."""
-        if not self.item.is_file:
-            return super().encode_http(value, accept)
-        from .multipart import encode_parts, field_parts
-
-        return encode_parts(field_parts("result", self, value, accept))
 
 
 class MapCodec(Codec):

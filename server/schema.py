@@ -170,7 +170,7 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
     schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
     for api in spec.apis.values():
-        out = openapi_files(_lift_defs(output_schema(api, _REF), schemas))
+        out = _lift_defs(output_schema(api, _REF), schemas)
         media = _output_media(api)
         summary = (api.doc or api.name).strip().splitlines()[0]
         op: dict[str, Any] = {
@@ -200,6 +200,6 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": info,
-        "paths": paths,
+        "paths": openapi_files(paths),
         "components": {"schemas": openapi_files(dict(sorted(schemas.items())))},
     }
