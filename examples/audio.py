@@ -4,7 +4,8 @@
 
     curl -F 'audio=@speech.mp3;type=audio/mpeg' localhost:3000/transcribe
     curl -H 'Content-Type: application/json' -d '{"text": "hi"}' localhost:3000/speak -o hi.wav
-    curl -F 'file=@notes.txt' -F 'line="one more line"' localhost:3000/append -o notes.txt
+    curl -F 'file=@notes.txt' -F 'line=one more line' localhost:3000/append -o notes.txt
+    curl --data-binary @any.file localhost:3000/checksum
 
 No speech model ships with the project, so `transcribe` is a stand-in that really reads
 the upload: it walks the MP3's frame headers and reports what it found (frames, bitrate,
@@ -13,6 +14,7 @@ duration). `speak` really writes audio: one tone per character, as a WAV file.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 import typing as t
@@ -105,3 +107,13 @@ class AudioFiles:
             text += "\n"
         out.write_text(text + line + "\n", encoding="utf-8")
         return out
+
+    @tensorwire.api
+    def checksum(self, file: Path, /) -> dict[str, t.Any]:
+        """Root input: the body is the file, of any type (spooled to disk, then hashed)."""
+        digest = hashlib.sha256()
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return {"sha256": digest.hexdigest(), "size": file.stat().st_size,
+                "suffix": file.suffix}

@@ -7,6 +7,7 @@
     curl -F 'image=@digit.jpg' localhost:3000/predict_digit
     curl -F 'image=@a.png' -F 'image=@b.png' localhost:3000/sizes
     curl -F 'image=@photo.png' localhost:3000/thumbnails   # multipart/form-data response
+    curl --data-binary @photo.png -H 'Content-Type: image/png' localhost:3000/mirror_png -o m.png
 
 `predict_digit` is MNIST-shaped (a 28x28 grey image in, a digit out) but its "model" is
 a fixed nearest-template classifier over seven-segment digit drawings, made here at
@@ -94,6 +95,17 @@ class ImageTools:
         out = image.resize((width, height))
         out.format = image.format  # resize() makes a new image without one
         return out
+
+    @tensorwire.api
+    def mirror_png(self, data: t.Annotated[bytes, ContentType("image/png")], /
+                   ) -> t.Annotated[bytes, ContentType("image/png")]:
+        """Root `bytes` of a declared media type in, raw `image/png` bytes out."""
+        import io
+
+        with Image.open(io.BytesIO(data)) as img:
+            out = io.BytesIO()
+            img.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(out, "PNG")
+        return out.getvalue()
 
     @tensorwire.api
     def predict_digit(self, image: t.Annotated[Path, ContentType("image/jpeg")]) -> int:

@@ -16,11 +16,13 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 from PIL import Image
 
 from examples.audio import AudioFiles
 from examples.images import ImageTools, draw_digit
+from tests.support.grpc_calls import GrpcCaller, error_locs
 from tests.support.servers import serving
 from tests.support.uploads import PROTOCOLS, Reply, call, field, file
 
@@ -185,13 +187,69 @@ def test_example_api(protocol: str, case: str, request: pytest.FixtureRequest,
     assert_clean(temp_root / server_name)
 
 
-@pytest.mark.parametrize("protocol", ["aiohttp-root", "curl-root"])
-def test_root_image_is_the_body(protocol: str, images) -> None:
-    reply = call(protocol, images, "upload_image", [file("image", JPEG, None, "image/jpeg")])
-    assert reply.ok and reply.value["format"] == "JPEG", reply
+def _mirrored(reply: Reply) -> None:
+    value = reply.value
+    if isinstance(value, bytes):  # gRPC: the bytes field
+        value = Image.open(io.BytesIO(value))
+    else:
+        assert reply.media_type == "image/png"
+    assert value.format == "PNG" and value.size == (100, 50)
+
+
+def _sha(data: bytes, suffix: str) -> Callable[[Reply], None]:
+    import hashlib
+
+    def check(reply: Reply) -> None:
+        assert reply.value == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                               "suffix": suffix}
+    return check
+
+
+ROOT = {
+    "image": ("images", "upload_image", [file("image", JPEG, None, "image/jpeg")],
+              _equals({"width": 40, "height": 30, "mode": "RGB", "format": "JPEG"})),
     # curl --data-binary without -H sends form-urlencoded: the bytes still tell.
-    reply = call(protocol, images, "upload_image", [file("image", PNG)])
-    assert reply.ok and reply.value["format"] == "PNG", reply
+    "image, no type": ("images", "upload_image", [file("image", PNG)],
+                       _equals({"width": 100, "height": 50, "mode": "RGB", "format": "PNG"})),
+    "path": ("audio", "checksum", [file("file", mp3(), None, "audio/mpeg")],
+             _sha(mp3(), ".mp3")),
+    "path, unknown type": ("audio", "checksum", [file("file", b"\x00\x01" * 5000)],
+                           _sha(b"\x00\x01" * 5000, "")),
+    "bytes with a content type": ("images", "mirror_png", [file("data", PNG, None, "image/png")],
+                                  _mirrored),
+}
+
+
+@pytest.mark.parametrize("protocol", ["aiohttp-root", "curl-root", "grpc"])
+@pytest.mark.parametrize("case", list(ROOT))
+def test_root_input_is_the_body(protocol: str, case: str, request: pytest.FixtureRequest,
+                                temp_root: Path) -> None:
+    server_name, api, parts, check = ROOT[case]
+    server = request.getfixturevalue(server_name)
+    if protocol == "grpc" and api == "mirror_png":
+        caller = GrpcCaller(server.spec, server.grpc_target)
+        try:
+            reply = Reply(True, "OK", caller.call(api, {"data": parts[0].data}))
+        finally:
+            caller.close()
+    else:
+        reply = call(protocol, server, api, parts)
+    assert reply.ok, reply
+    check(reply)
+    assert_clean(temp_root / server_name)
+
+
+def test_root_bytes_of_another_type_is_415(images) -> None:
+    reply = call("aiohttp-root", images, "mirror_png", [file("data", JPEG, None, "image/png")])
+    assert reply.status == 415 and reply.locs == [["data"]], reply
+    caller = GrpcCaller(images.spec, images.grpc_target)
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            caller.call("mirror_png", {"data": JPEG})
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_locs(err.value) == [["data"]]
+    finally:
+        caller.close()
 
 
 def test_readme_curl_command_works(images, tmp_path: Path) -> None:
