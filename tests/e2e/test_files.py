@@ -20,6 +20,7 @@ import grpc
 import pytest
 from PIL import Image
 
+import tensorwire
 from examples.audio import AudioFiles
 from examples.images import ImageTools, draw_digit
 from tests.support.grpc_calls import GrpcCaller, error_locs
@@ -420,3 +421,25 @@ def test_openapi_shows_multipart_with_binary_fields(images) -> None:
         schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
     assert schema["properties"]["small"]["format"] == "binary"
     assert '"type": "file"' not in json.dumps(doc)  # schema.json's form, not OpenAPI's
+
+
+@pytest.mark.slow
+def test_examples_run_from_the_cli(tmp_path: Path) -> None:
+    from tests.support.servers import spawn_cli
+
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(PNG)
+    server = spawn_cli("examples.images:ImageTools",
+                       env={"TENSORWIRE_TEMP_DIR": str(tmp_path / "tmp")})
+    try:
+        out = subprocess.run(
+            ["curl", "-s", "--data-binary", f"@{photo}", "-H", "Content-Type: image/png",
+             f"{server.http_url}/upload_image"], capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout)["format"] == "PNG"
+        server.spec = tensorwire.get_service_spec(ImageTools)
+        assert call("grpc", server, "predict_digit",
+                    [file("image", DIGIT7, "7.jpg", "image/jpeg")]).value == 7
+        assert_clean(tmp_path / "tmp")
+    finally:
+        server.stop()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the worker removed its base dir
