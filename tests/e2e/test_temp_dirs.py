@@ -97,6 +97,7 @@ def hang_up_while_running(port: int, root: Path) -> None:
     body = (b'--XX\r\nContent-Disposition: form-data; name="upload"; filename="a.bin"\r\n\r\n'
             b"data\r\n--XX\r\nContent-Disposition: form-data; name=\"seconds\"\r\n\r\n"
             b"0.5\r\n--XX--\r\n")
+    assert wait_for(lambda: not scratch_files(root))  # none left from an earlier call
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(b"POST /hold HTTP/1.1\r\nHost: x\r\n"
                   b"Content-Type: multipart/form-data; boundary=XX\r\n"
@@ -105,6 +106,7 @@ def hang_up_while_running(port: int, root: Path) -> None:
 
 
 def grpc_cancel(server: t.Any, api: str, root: Path) -> None:
+    assert wait_for(lambda: not scratch_files(root))  # so the one we see is this call's
     caller = GrpcCaller(server.spec, server.grpc_target)
     try:
         messages = caller.proto.messages[api]
