@@ -190,9 +190,14 @@ class HttpEndpoint:
         resp = web.StreamResponse(status=status, headers=headers)
         if body.length is not None:
             resp.content_length = body.length
-        await resp.prepare(request)
-        async for chunk in body.content:
-            await resp.write(chunk)
+        try:
+            await resp.prepare(request)
+            async for chunk in body.content:
+                await resp.write(chunk)
+        finally:  # a client that leaves mid-download must not keep a file open
+            aclose = getattr(body.content, "aclose", None)
+            if aclose is not None:
+                await aclose()
         await resp.write_eof()
         return resp
 

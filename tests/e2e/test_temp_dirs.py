@@ -57,6 +57,13 @@ class Holder:
         return len(doc.read_text())
 
     @tensorwire.api
+    def big(self, size: int, *, ctx: tensorwire.Context) -> Path:
+        out = ctx.temp_dir / "big.bin"
+        with open(out, "wb") as f:
+            f.truncate(size)  # sparse: large without costing disk
+        return out
+
+    @tensorwire.api
     def explode(self, upload: Path, *, ctx: tensorwire.Context) -> int:
         (ctx.temp_dir / "half-written.bin").write_bytes(b"x")
         raise RuntimeError("user code failed")
@@ -105,6 +112,16 @@ def hang_up_while_running(port: int, root: Path) -> None:
         assert wait_for(lambda: bool(scratch_files(root)))
 
 
+def hang_up_mid_download(port: int) -> None:
+    """Ask for a 1 GB file response, read its first bytes, leave."""
+    body = b'{"size": 1000000000}'
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: 1000000000" in head
+
+
 def grpc_cancel(server: t.Any, api: str, root: Path) -> None:
     assert wait_for(lambda: not scratch_files(root))  # so the one we see is this call's
     caller = GrpcCaller(server.spec, server.grpc_target)
@@ -148,6 +165,7 @@ def test_mixed_run_leaves_nothing(tmp_path: Path) -> None:
         # Aborted ones.
         hang_up_mid_upload(server.http_port, "/hold", root)
         hang_up_while_running(server.http_port, root)
+        hang_up_mid_download(server.http_port)
         grpc_cancel(server, "hold", root)
         grpc_cancel(server, "hold_sync", root)
         # The cancelled sync method still runs (3 s) and still has its files.
