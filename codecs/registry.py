@@ -194,6 +194,8 @@ _MAPPINGS = (dict, cabc.Mapping, cabc.MutableMapping)
 def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
     from pydantic import BaseModel
 
+    if isinstance(base, type) and issubclass(base, bytes):
+        return _bytes(base, metadata)
     _reject_family_markers(base, metadata)
     if base is typing.Any or base is object:
         return JsonValueCodec(base)
@@ -211,8 +213,6 @@ def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any
         return ScalarCodec(base, base, bool)
     if issubclass(base, str):
         return StrCodec(base, base, str)
-    if issubclass(base, bytes):
-        return BytesCodec(base, base, bytes)
     if issubclass(base, int):
         return ScalarCodec(base, base, int)
     if issubclass(base, float):
@@ -224,6 +224,17 @@ def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any
     if issubclass(base, BaseModel):
         return _model(base)
     return _fallback(base)
+
+
+def _bytes(base: type, metadata: tuple[Any, ...]) -> Codec:
+    """`bytes`, optionally `Annotated[bytes, ContentType(...)]`: a raw body of that type."""
+    content_types = [m for m in metadata if isinstance(m, ContentType)]
+    _reject_family_markers(base, tuple(m for m in metadata if not isinstance(m, ContentType)))
+    if len(content_types) > 1:
+        raise TypeError("bytes takes one ContentType (list patterns with commas)")
+    annotation = _with_metadata(base, _plain(metadata))
+    return BytesCodec(base, annotation, bytes,
+                      content_type=content_types[0] if content_types else None)
 
 
 def _model(model: type) -> Codec:
@@ -317,7 +328,13 @@ def pydantic_annotation(annotation: Any) -> Any:
 # Families of framework types, matched without importing the framework. The codec
 # modules that implement them register here as they land.
 def _register_builtin_families() -> None:
-    pass
+    from pathlib import PurePath
+
+    register_family(Family(
+        "path", lambda tp: isinstance(tp, type) and issubclass(tp, PurePath),
+        "tensorwire.codecs.files:build"))
+    register_family(Family("image", class_named("PIL.Image", "Image"),
+                           "tensorwire.codecs.image:build"))
 
 
 _register_builtin_families()

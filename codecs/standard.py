@@ -84,6 +84,17 @@ class StrCodec(ScalarCodec):
         except UnicodeDecodeError as exc:
             raise FieldError(f"the body is not UTF-8 text: {exc.reason}") from None
 
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        """A str form field is its text (what HTML forms, curl -F and Swagger UI send);
+        a part labelled application/json is a JSON string like any other JSON part."""
+        if is_json_media(part.media_type):
+            return await super().decode_part(part, ctx)
+        data = await part.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"the part is not UTF-8 text: {exc.reason}") from None
+
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
         return HttpBody(str(value).encode(), "text/plain; charset=utf-8")
 
@@ -92,24 +103,81 @@ class StrCodec(ScalarCodec):
 
 
 class BytesCodec(ScalarCodec):
-    """`bytes`: base64 in JSON, `bytes` in protobuf, the raw body as a root input."""
+    """`bytes`: base64 in JSON, `bytes` in protobuf, the raw body as a root input.
+
+    With `Annotated[bytes, ContentType(...)]` the value is a binary of that media type:
+    a root body or file part of another type is refused (415), and an output is a raw
+    body of the declared type (sniffed from the bytes where the pattern is a wildcard).
+    Over gRPC a bytes field carries no media type: a value whose bytes plainly show
+    another format is refused, others pass.
+    """
 
     body_media = "application/octet-stream"
     output_media = "application/octet-stream"
 
+    def __init__(self, python_type: type, annotation: Any, base: type,
+                 content_type: Any = None) -> None:
+        super().__init__(python_type, annotation, base)
+        self.content_type = content_type
+        if content_type is not None:
+            from .media import canonical
+
+            pattern = content_type.pattern
+            self.declared = canonical(pattern) if not any(c in pattern for c in "*?[,") \
+                else None
+            self.body_media = pattern  # type: ignore[misc]
+            self.output_media = self.declared or pattern  # type: ignore[misc]
+
+    def _check(self, data: bytes, claimed: str | None, filename: str | None = None) -> None:
+        from .files import check_media
+        from .media import SNIFF_BYTES, resolve_media_type
+
+        media_type = resolve_media_type(data[:SNIFF_BYTES], claimed, filename)
+        check_media(self.content_type, media_type, claimed)
+
     async def decode_body(self, body: Part, ctx: Any) -> Any:
-        if is_json_media(body.media_type):
+        if self.content_type is None and is_json_media(body.media_type):
             return await super().decode_body(body, ctx)
-        return await body.read()
+        data = await body.read()
+        if self.content_type is not None:
+            self._check(data, body.media_type, body.filename)
+        return data
 
     async def decode_part(self, part: Part, ctx: Any) -> Any:
         # A file part is the raw bytes; a JSON part (no filename) is base64 in JSON.
-        if part.filename is None and is_json_media(part.media_type):
+        if self.content_type is None and part.filename is None and is_json_media(
+                part.media_type):
             return await super().decode_part(part, ctx)
-        return await part.read()
+        data = await part.read()
+        if self.content_type is not None:
+            self._check(data, part.media_type, part.filename)
+        return data
+
+    def from_proto(self, raw: Any) -> Any:
+        if self.content_type is not None and raw:
+            from .files import unsupported_to_field_error
+            from .media import SNIFF_BYTES, sniff
+
+            sniffed = sniff(raw[:SNIFF_BYTES])
+            if sniffed is not None and sniffed != "text/plain":
+                try:
+                    self._check(raw, sniffed)
+                except UnsupportedBody as exc:
+                    raise unsupported_to_field_error(exc) from None
+        return raw
+
+    def media_type_of(self, value: bytes) -> str:
+        if self.content_type is None:
+            return "application/octet-stream"
+        if self.declared:
+            return self.declared
+        from .media import SNIFF_BYTES, resolve_media_type
+
+        return resolve_media_type(value[:SNIFF_BYTES])
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        return HttpBody(bytes(value), "application/octet-stream")
+        data = bytes(value)
+        return HttpBody(data, self.media_type_of(data))
 
 
 class EnumCodec(Codec):
@@ -374,6 +442,18 @@ class ListCodec(Codec):
             return await self.item.decode_part(part, ctx)
         return await super().decode_part(part, ctx)
 
+    @property
+    def output_media(self) -> str:  # type: ignore[override]
+        return "multipart/form-data" if self.item.is_file else "application/json"
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        """A list of files is a multipart/form-data response, one `result` part each."""
+        if not self.item.is_file:
+            return super().encode_http(value, accept)
+        from .multipart import encode_parts, field_parts
+
+        return encode_parts(field_parts("result", self, value, accept))
+
     def read_field(self, msg: Any, name: str) -> Any:
         out = []
         from_proto = self.item.from_proto
@@ -609,3 +689,24 @@ class ModelCodec(Codec):
             return []
         get = value.get if isinstance(value, dict) else functools.partial(getattr, value)
         return [t for f in self.fields for t in f.codec.iter_tensors(get(f.name, None))]
+
+    @property
+    def output_media(self) -> str:  # type: ignore[override]
+        return "multipart/form-data" if self.is_file else "application/json"
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        """Several binary outputs (or files beside JSON): one multipart/form-data body.
+
+        One part per field, named after it: files and tensors as their codecs encode
+        them, every other field as an application/json part. None fields are left out.
+        """
+        if not self.is_file:
+            return super().encode_http(value, accept)
+        from .multipart import encode_parts, field_parts
+
+        if isinstance(value, dict):
+            value = self.adapter.validate_python(value)
+        parts = []
+        for f in self.fields:
+            parts.extend(field_parts(f.name, f.codec, getattr(value, f.name, None), accept))
+        return encode_parts(parts)

@@ -9,12 +9,17 @@ method raises).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import contextlib
+import contextvars
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from .tempdirs import TempDirs
 
 
 class Headers(Mapping[str, str]):
@@ -67,25 +72,57 @@ class ResponseInfo:
         self.headers: dict[str, str] = {}
 
 
+_CURRENT: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
+    "tensorwire_context", default=None)
+
+
+def current_context() -> Context | None:
+    """The Context of the request being decoded, where a codec is not handed one.
+
+    Reading a protobuf message gives codecs no context argument; a codec that must put
+    an uploaded file in the request's temp dir (or read a per-server limit) finds the
+    request here while the transport decodes inside `Context.active()`.
+    """
+    return _CURRENT.get()
+
+
 class Context:
     """Per-request state injected into API methods that declare it."""
 
-    __slots__ = ("_cancelled", "_temp_dir", "request", "response", "state")
+    __slots__ = ("_cancelled", "_closed", "_lock", "_pending", "_temp_dir", "_temp_dirs",
+                 "limits", "request", "response", "state")
 
-    def __init__(self, request: RequestInfo) -> None:
+    def __init__(self, request: RequestInfo, *, temp_dirs: TempDirs | None = None,
+                 limits: Mapping[str, Any] | None = None) -> None:
         self.request = request
         self.response = ResponseInfo()
         #: Free-form per-request storage for the method's own use.
         self.state: dict[str, Any] = {}
+        #: Server limits codecs consult while decoding (Settings.extra: max_image_pixels...).
+        self.limits: Mapping[str, Any] = limits if limits is not None else {}
+        self._temp_dirs = temp_dirs
         self._temp_dir: Path | None = None
         self._cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: Future[Any] | None = None
+        self._closed = False
 
     @property
     def temp_dir(self) -> Path:
-        """A private directory for this request, removed (with its files) when it ends."""
-        if self._temp_dir is None:
-            self._temp_dir = Path(tempfile.mkdtemp(prefix="tensorwire-req-"))
-        return self._temp_dir
+        """A private directory for this request, removed (with its files) when it ends.
+
+        Created on first use, from the server's pool of per-request directories.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the request has ended: its temp_dir is gone")
+            if self._temp_dir is None:
+                if self._temp_dirs is None:
+                    from .tempdirs import default_pool
+
+                    self._temp_dirs = default_pool()
+                self._temp_dir = self._temp_dirs.acquire()
+            return self._temp_dir
 
     @property
     def cancelled(self) -> bool:
@@ -95,8 +132,35 @@ class Context:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Context]:
+        """Make this the `current_context()` while a transport decodes the request."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+    def close_after(self, future: Future[Any]) -> None:
+        """Defer `close()`'s cleanup until `future` (the method's thread) is done.
+
+        A cancelled request's sync method runs on in its thread and may still be
+        writing into the temp dir; its files go when it returns, not under its feet.
+        """
+        if not future.done():
+            self._pending = future
+
     def close(self) -> None:
         """End of the request: the temp dir goes, whatever happened."""
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
+        pending, self._pending = self._pending, None
+        if pending is not None and not pending.done():
+            pending.add_done_callback(lambda _: self._finish())
+            return
+        self._finish()
+
+    def _finish(self) -> None:
+        with self._lock:
+            self._closed = True
+            path, self._temp_dir = self._temp_dir, None
+        if path is not None and self._temp_dirs is not None:
+            self._temp_dirs.release(path)

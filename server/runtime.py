@@ -21,6 +21,7 @@ from .errors import ServiceUnavailable
 from .sdk import ServiceSpec
 from .settings import Settings
 from .spec import APISpec
+from .tempdirs import TempDirs
 
 log = logging.getLogger("tensorwire.runtime")
 _DONE = object()
@@ -34,6 +35,8 @@ class ServiceRuntime:
         self.settings = settings or Settings()
         self.executor = ThreadPoolExecutor(max_workers=self.settings.threads,
                                            thread_name_prefix="tensorwire-api")
+        #: Per-request temp directories (Context.temp_dir) of this worker.
+        self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
         self.instance: Any = None
         self.ready = False
         self.draining = False
@@ -89,6 +92,11 @@ class ServiceRuntime:
                 if asyncio.iscoroutine(result):
                     await result
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.temp_dirs.close()
+
+    def context(self, request: Any) -> Context:
+        """A new request's Context, drawing its temp dir from this worker's pool."""
+        return Context(request, temp_dirs=self.temp_dirs, limits=self.settings.extra)
 
     # ------------------------------------------------------------------ calls
     def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
@@ -108,12 +116,12 @@ class ServiceRuntime:
         if api.is_async:
             result = await method(*args, **kw)
         else:
-            loop = asyncio.get_running_loop()
+            future = self.executor.submit(functools.partial(method, *args, **kw))
             try:
-                result = await loop.run_in_executor(
-                    self.executor, functools.partial(method, *args, **kw))
+                result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
+                ctx.close_after(future)  # and its temp files stay until it returns
                 raise
         return await self.to_host(api, result)
 

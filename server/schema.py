@@ -107,14 +107,50 @@ def _output_media(api: APISpec) -> str:
     return api.output.codec.output_media
 
 
+def openapi_files(node: Any) -> Any:
+    """schema.json's file fields (`type: file`) as OpenAPI binary strings."""
+    if isinstance(node, dict):
+        if node.get("type") == "file":
+            out = {k: v for k, v in node.items() if k not in ("type", "format", "content_type")}
+            out.update({"type": "string", "format": "binary"})
+            if node.get("content_type"):
+                out["contentMediaType"] = node["content_type"]
+            return out
+        return {k: openapi_files(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [openapi_files(v) for v in node]
+    return node
+
+
+def _multipart_encoding(api: APISpec) -> dict[str, Any]:
+    """Per-part media types: files as declared, structured fields as JSON parts."""
+    encoding: dict[str, Any] = {}
+    for f in api.fields:
+        codec = f.codec
+        if codec.is_file:
+            while hasattr(codec, "inner") or hasattr(codec, "item"):  # Optional, list
+                codec = getattr(codec, "inner", None) or codec.item
+            if codec.body_media != "application/octet-stream":
+                encoding[f.name] = {"contentType": codec.body_media}
+        elif codec.body_media == "application/json":
+            encoding[f.name] = {"contentType": "application/json"}
+    return encoding
+
+
 def _request_body(api: APISpec, schemas: dict[str, Any]) -> dict[str, Any]:
     if api.is_root:
-        schema = _lift_defs(root_schema(api, _REF), schemas)
+        schema = openapi_files(_lift_defs(root_schema(api, _REF), schemas))
         return {"required": api.root_field.required,
                 "content": {api.root_field.codec.body_media: {"schema": schema}}}
-    schema = _lift_defs(input_schema(api, _REF), schemas)
-    return {"required": any(f.required for f in api.fields) or bool(api.fields),
-            "content": {"application/json": {"schema": schema}}}
+    schema = openapi_files(_lift_defs(input_schema(api, _REF), schemas))
+    required = any(f.required for f in api.fields) or bool(api.fields)
+    if api.has_files:
+        media: dict[str, Any] = {"schema": schema}
+        encoding = _multipart_encoding(api)
+        if encoding:
+            media["encoding"] = encoding
+        return {"required": required, "content": {"multipart/form-data": media}}
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
 
 
 def _lift_defs(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +204,6 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": info,
-        "paths": paths,
-        "components": {"schemas": dict(sorted(schemas.items()))},
+        "paths": openapi_files(paths),
+        "components": {"schemas": openapi_files(dict(sorted(schemas.items())))},
     }

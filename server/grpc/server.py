@@ -39,12 +39,13 @@ class GrpcEndpoint:
         metadata = Headers([(k, v) for k, v in (context.invocation_metadata() or ())
                             if not k.endswith("-bin")])
         request_id = metadata.get("x-request-id") or uuid.uuid4().hex[:16]
-        return Context(RequestInfo("grpc", self.api.name, metadata, context.peer(),
-                                   request_id))
+        return self.runtime.context(RequestInfo("grpc", self.api.name, metadata,
+                                                context.peer(), request_id))
 
-    def _decode(self, data: bytes) -> dict[str, Any]:
+    def _decode(self, data: bytes, ctx: Context) -> dict[str, Any]:
         msg = self.messages.parse_request(data)
-        return self.api.decode_values(self.messages.request_values(msg))
+        with ctx.active():  # file codecs store uploads in ctx.temp_dir
+            return self.api.decode_values(self.messages.request_values(msg))
 
     async def _fail(self, context: grpc.aio.ServicerContext, exc: BaseException,
                     ctx: Context) -> None:
@@ -68,7 +69,7 @@ class GrpcEndpoint:
     async def unary(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         ctx = self._context(context)
         try:
-            kwargs = self._decode(data)
+            kwargs = self._decode(data, ctx)
             remaining = context.time_remaining()
             try:
                 async with asyncio.timeout(remaining):
@@ -93,7 +94,7 @@ class GrpcEndpoint:
         ctx = self._context(context)
         chunks = None
         try:
-            kwargs = self._decode(data)
+            kwargs = self._decode(data, ctx)
             chunks = self.runtime.stream(self.api, kwargs, ctx)
             sent_headers = False
             async for chunk in chunks:

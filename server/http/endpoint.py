@@ -19,6 +19,7 @@ from ..codecs import FieldError, HttpBody, UnsupportedBody
 from ..codecs.base import _LENIENT_JSON, is_json_media
 from ..context import Context, Headers, RequestInfo
 from ..errors import (
+    Cancelled,
     InternalError,
     InvalidArgument,
     PayloadTooLarge,
@@ -48,6 +49,12 @@ def sse_event(data: bytes, event: str | None = None) -> bytes:
     return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 
 
+def unsupported_media(name: str, exc: UnsupportedBody) -> UnsupportedMediaType:
+    """415 naming the field, with the same detail shape as a validation error."""
+    return UnsupportedMediaType(f"{name}: {exc}", detail=[
+        {"loc": [name], "msg": str(exc), "type": "content_type"}])
+
+
 class HttpEndpoint:
     """The aiohttp handler of one API."""
 
@@ -58,11 +65,14 @@ class HttpEndpoint:
         self.codec = api.output.codec
         self.max_size = settings.max_request_size
         self.max_parts = int(settings.extra.get("max_parts", 64))  # type: ignore[arg-type]
+        self.max_part_size = int(settings.extra.get(  # type: ignore[call-overload]
+            "max_part_size", self.max_size))
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
-        ctx = Context(RequestInfo("http", self.api.name, Headers(request.headers),
-                                  request.remote, request_id))
+        ctx = self.runtime.context(RequestInfo("http", self.api.name,
+                                               Headers(request.headers), request.remote,
+                                               request_id))
         try:
             kwargs = await self.decode(request, ctx)
             if self.api.output.stream:
@@ -78,6 +88,11 @@ class HttpEndpoint:
         except asyncio.CancelledError:
             ctx.cancel()
             raise
+        except ConnectionError as exc:  # the client left mid-request (mid-upload)
+            ctx.cancel()
+            log.info("%s %s: client went away [%s]: %s", request.method, request.path,
+                     request_id, exc)
+            return error_response(Cancelled(), request_id)
         except Exception:
             log.exception("%s %s failed [%s]", request.method, request.path, request_id)
             return error_response(InternalError(), request_id)
@@ -101,7 +116,7 @@ class HttpEndpoint:
             try:
                 value = await field.codec.decode_body(body, ctx)
             except UnsupportedBody as exc:
-                raise UnsupportedMediaType(str(exc)) from None
+                raise unsupported_media(field.name, exc) from None
             except FieldError as exc:
                 raise invalid_argument(exc.under(field.name)) from None
             return api.decode_root(value)
@@ -130,7 +145,7 @@ class HttpEndpoint:
                     raise PayloadTooLarge(f"more than {self.max_parts} parts")
                 if not hasattr(raw, "read_chunk") or not hasattr(raw, "filename"):
                     raise InvalidArgument("nested multipart bodies are not supported")
-                part = MultipartPart(raw, budget)
+                part = MultipartPart(raw, budget, min(self.max_part_size, budget))
                 if api.is_root:
                     if count > 1:
                         raise InvalidArgument.at([api.root_field.name],
@@ -154,7 +169,7 @@ class HttpEndpoint:
                     else:
                         values[field.name] = await codec.decode_part(part, ctx)
                 except UnsupportedBody as exc:
-                    raise UnsupportedMediaType(f"{field.name}: {exc}") from None
+                    raise unsupported_media(field.name, exc) from None
                 except FieldError as exc:
                     raise invalid_argument(exc.under(field.name)) from None
                 budget -= part.consumed
@@ -175,9 +190,14 @@ class HttpEndpoint:
         resp = web.StreamResponse(status=status, headers=headers)
         if body.length is not None:
             resp.content_length = body.length
-        await resp.prepare(request)
-        async for chunk in body.content:
-            await resp.write(chunk)
+        try:
+            await resp.prepare(request)
+            async for chunk in body.content:
+                await resp.write(chunk)
+        finally:  # a client that leaves mid-download must not keep a file open
+            aclose = getattr(body.content, "aclose", None)
+            if aclose is not None:
+                await aclose()
         await resp.write_eof()
         return resp
 

@@ -30,7 +30,10 @@ class BodyPart:
         self.consumed = 0
 
     async def read(self) -> bytes:
-        data = await self._request.read()  # client_max_size applies (413)
+        try:
+            data = await self._request.read()  # client_max_size applies
+        except web.HTTPRequestEntityTooLarge:
+            raise PayloadTooLarge(f"request body exceeds {self.limit} bytes") from None
         self.consumed = len(data)
         return data
 
@@ -45,19 +48,28 @@ class BodyPart:
 
 
 class MultipartPart:
-    """One part of a multipart/form-data request, streamed from aiohttp's reader."""
+    """One part of a multipart/form-data request, streamed from aiohttp's reader.
 
-    def __init__(self, reader: BodyPartReader, limit: int) -> None:
+    Two budgets apply while it streams: `part_limit` (any one part) and `limit` (what
+    is left of the whole request's); past either the request is 413, mid-stream.
+    """
+
+    def __init__(self, reader: BodyPartReader, limit: int, part_limit: int | None = None
+                 ) -> None:
         self._reader = reader
         self.name = reader.name or ""
         self.filename = reader.filename
         self.media_type = media_type_of(reader.headers.get("Content-Type"))
         self.limit = limit
+        self.part_limit = limit if part_limit is None else part_limit
         self.consumed = 0
 
     async def _chunks(self):
         while chunk := await self._reader.read_chunk(CHUNK):
             self.consumed += len(chunk)
+            if self.consumed > self.part_limit:
+                raise PayloadTooLarge(f"part {self.name!r} is too large: a part may carry at "
+                                      f"most {self.part_limit} bytes")
             if self.consumed > self.limit:
                 raise PayloadTooLarge(f"part {self.name!r} is too large: the request "
                                       f"may carry at most {self.limit} more bytes")

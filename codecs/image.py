@@ -1,0 +1,226 @@
+"""`PIL.Image.Image`: an image in any format PIL reads, out in its own format.
+
+In: a raw body, a multipart part or a `tensorwire.v1.File`, read into memory (within the
+request's part and size limits) and decoded by PIL. Out: saved in the image's own
+format (`image.format`), PNG when it has none or PIL cannot write it in that mode.
+
+Decoding is guarded: the header is read first and an image of more pixels than the
+limit is refused before any pixel is decoded (a decompression bomb); truncated,
+corrupt or non-image bytes are a clear 400 / INVALID_ARGUMENT.
+
+The pixel limit: `Settings.extra["max_image_pixels"]`, else `$TENSORWIRE_MAX_IMAGE_PIXELS`,
+else PIL's own `Image.MAX_IMAGE_PIXELS` (89,478,485 pixels: about 0.25 GiB as 24-bit
+RGB). PIL also refuses, on its own, anything past twice its `Image.MAX_IMAGE_PIXELS`; a
+limit set above that needs PIL's raised too.
+
+PIL is imported the first time a service declares an Image, never by `import tensorwire`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Annotated, Any
+
+from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
+from .files import accepts, check_media, unsupported_to_field_error
+from .media import SNIFF_BYTES, canonical, content_disposition, resolve_media_type, sniff
+from .registry import FAMILY_MARKERS, CodecMarker
+from .validators import ContentType, FieldNumber
+
+ENV_MAX_PIXELS = "TENSORWIRE_MAX_IMAGE_PIXELS"
+DEFAULT_OUTPUT_FORMAT = "PNG"
+
+
+def max_pixels(ctx: Any) -> int | None:
+    """The pixel limit of one decode (None: no limit beyond PIL's own)."""
+    from PIL import Image
+
+    limits = getattr(ctx, "limits", None) or {}
+    value = limits.get("max_image_pixels")
+    if value is None:
+        value = os.environ.get(ENV_MAX_PIXELS)
+    if value is None:
+        return Image.MAX_IMAGE_PIXELS
+    value = int(value)
+    return value if value > 0 else None
+
+
+def decode_image(data: bytes, limit: int | None) -> Any:
+    """PIL image from bytes, fully loaded; FieldError for anything that is not one."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise FieldError("the image is empty", type="image")
+    try:
+        image = Image.open(io.BytesIO(data))
+        width, height = image.size
+        if limit is not None and width * height > limit:
+            raise FieldError(f"the image is {width}x{height} = {width * height} pixels, over "
+                             f"the limit of {limit} (a decompression bomb?)", type="image")
+        image.load()
+    except FieldError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise FieldError(f"the image is too large to decode (a decompression bomb?): {exc}",
+                         type="image") from None
+    except UnidentifiedImageError:
+        raise FieldError("the content is not an image PIL can read", type="image") from None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError) as exc:
+        # OSError covers "image file is truncated"; the others come from broken headers.
+        raise FieldError(f"the image cannot be decoded: {exc}", type="image") from None
+    except MemoryError:
+        raise FieldError("the image is too large to decode", type="image") from None
+    return image
+
+
+def encode_image(image: Any, format: str | None = None) -> tuple[bytes, str]:
+    """(bytes, media type) of an image, in its own format, else PNG."""
+    from PIL import Image
+
+    fmt = (format or getattr(image, "format", None) or DEFAULT_OUTPUT_FORMAT).upper()
+    buf = io.BytesIO()
+    try:
+        image.save(buf, format=fmt)
+    except (OSError, KeyError, ValueError):
+        # A format PIL reads but cannot write, or a mode it cannot hold (RGBA as JPEG).
+        fmt = DEFAULT_OUTPUT_FORMAT
+        buf = io.BytesIO()
+        image.save(buf, format=fmt)
+    Image.init()
+    media_type = Image.MIME.get(fmt) or f"image/{fmt.lower()}"
+    return buf.getvalue(), media_type
+
+
+class ImageMarker(CodecMarker):
+    """Annotated metadata of an Image field: the pydantic schema and the codec."""
+
+    def __init__(self, codec: ImageCodec) -> None:
+        self.codec = codec
+
+    def __repr__(self) -> str:
+        return "ImageMarker()"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from PIL import Image
+        from pydantic_core import core_schema as cs
+
+        def from_json(value: Any) -> Any:
+            raise ValueError("an image cannot be sent inside JSON: send it as a "
+                             "multipart/form-data part, a raw body or a tensorwire.v1.File")
+
+        return cs.json_or_python_schema(
+            json_schema=cs.no_info_plain_validator_function(from_json),
+            python_schema=cs.is_instance_schema(Image.Image),
+            serialization=cs.plain_serializer_function_ser_schema(
+                lambda v: f"<image {v.width}x{v.height}>", when_used="json"),
+        )
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        if handler.mode == "serialization":
+            return {"type": "string", "format": "binary"}
+        out: dict[str, Any] = {"type": "file", "format": "image"}
+        if self.codec.content_type is not None:
+            out["content_type"] = self.codec.content_type.pattern
+        return out
+
+
+class ImageCodec(Codec):
+    """`PIL.Image.Image`, optionally `Annotated[Image.Image, ContentType("image/png")]`."""
+
+    is_file = True
+    element_is_message = True
+    body_media = "image/*"
+    output_media = "image/*"
+
+    def __init__(self, python_type: Any, content_type: ContentType | None,
+                 extra: tuple[Any, ...] = ()) -> None:
+        from PIL import Image
+
+        super().__init__(python_type)
+        self.content_type = content_type
+        self.annotation = Annotated[(Image.Image, ImageMarker(self), *extra)]
+        if content_type is not None:
+            self.body_media = content_type.pattern  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"ImageCodec({self.content_type})"
+
+    def _decode(self, data: bytes, claimed: str | None, filename: str | None, ctx: Any
+                ) -> Any:
+        """Decode, checking the ContentType against what the bytes are.
+
+        The sniffer refuses plain mismatches before any decoding; PIL, which knows more
+        image formats than the sniffer, then names the real format for the final check.
+        """
+        ct = self.content_type
+        if ct is not None:
+            sniffed = sniff(data[:SNIFF_BYTES])
+            if sniffed is not None and not accepts(ct, sniffed):
+                check_media(ct, sniffed, claimed)
+        image = decode_image(data, max_pixels(ctx))
+        if ct is not None:
+            from PIL import Image
+
+            real = canonical(Image.MIME.get((image.format or "").upper(), ""))
+            check_media(ct, real or resolve_media_type(data[:SNIFF_BYTES], claimed, filename),
+                        claimed)
+        return image
+
+    # ----------------------------------------------------------------- protobuf
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.message(builder.well_known("tensorwire.v1.File"))
+
+    def from_proto(self, raw: Any) -> Any:
+        from ..context import current_context
+
+        try:
+            return self._decode(bytes(raw.content), raw.content_type or None,
+                                raw.filename or None, current_context())
+        except UnsupportedBody as exc:
+            raise unsupported_to_field_error(exc) from None
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        data, media_type = encode_image(value)
+        msg.content = data
+        msg.content_type = media_type
+        msg.filename = "image" + _extension(media_type)
+
+    # ----------------------------------------------------------------- HTTP
+    async def decode_body(self, body: Part, ctx: Any) -> Any:
+        return self._decode(await body.read(), body.media_type, body.filename, ctx)
+
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        return self._decode(await part.read(), part.media_type, part.filename, ctx)
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        data, media_type = encode_image(value)
+        disposition = content_disposition("inline", "image" + _extension(media_type))
+        return HttpBody(data, media_type, headers={"Content-Disposition": disposition})
+
+    def encode_chunk(self, value: Any) -> bytes:
+        raise FieldError("images cannot be streamed as server-sent events")
+
+
+def _extension(media_type: str) -> str:
+    import mimetypes
+
+    return mimetypes.guess_extension(media_type, strict=False) or ""
+
+
+def build(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
+    """The registry's builder for the PIL image family."""
+    content_type = None
+    extra = []
+    for m in metadata:
+        if isinstance(m, ContentType):
+            if content_type is not None:
+                raise TypeError("Image takes one ContentType (list patterns with commas)")
+            content_type = m
+        elif isinstance(m, FieldNumber):
+            continue
+        elif isinstance(m, FAMILY_MARKERS):
+            raise TypeError(f"{type(m).__name__} does not apply to PIL.Image.Image")
+        else:
+            extra.append(m)
+    return ImageCodec(base, content_type, tuple(extra))
