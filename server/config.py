@@ -163,8 +163,8 @@ def read_env(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for opt in options():
         text = env.get(opt.env)
-        if text is None:
-            continue
+        if text is None or (text == "" and opt.default is None):
+            continue  # unset; an empty optional (`TOKEN=` in compose) counts as unset
         try:
             values[opt.name] = _parse(opt, text)
         except ValueError as exc:

@@ -92,10 +92,10 @@ class Server:
         if self._grpc is not None:
             await self._grpc.set_serving(False)
         if admission.in_flight:
-            log.info("draining %d in-flight request(s), up to %.0f s", admission.in_flight,
+            log.info("draining %d in-flight request(s), up to %g s", admission.in_flight,
                      grace)
         if not await admission.drain(grace):
-            log.warning("%d request(s) still running after the %.0f s grace period; "
+            log.warning("%d request(s) still running after the %g s grace period; "
                         "cancelling them", admission.in_flight, grace)
         tasks = []
         if self._grpc is not None:
@@ -130,6 +130,6 @@ async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool
     if announce:
         log_bound(spec, settings, bound)
     await server.wait()
-    log.warning("tensorwire: shutting down %s (grace %.0fs)", spec.name,
+    log.warning("tensorwire: shutting down %s (grace %gs)", spec.name,
                 settings.graceful_timeout)
     await server.stop()
