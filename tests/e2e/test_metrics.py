@@ -32,7 +32,8 @@ def snapshot(url: str) -> dict:
 
 
 def test_metrics_count_a_known_number_of_requests(caplog):
-    with serving(Ops) as server, caplog.at_level(logging.INFO, logger="tensorwire.access"):
+    with serving(Ops, access_log=True) as server, caplog.at_level(
+            logging.INFO, logger="tensorwire.access"):
         before = snapshot(server.http_url)
         for _ in range(5):
             assert post(server.http_url, "echo", {"text": "hello"}).status == 200

@@ -48,7 +48,7 @@ def distinct(fetch, want: int, tries: int = 200) -> tuple[set[int], int]:
 
 def test_two_workers_serve_both_protocols_and_a_killed_one_is_replaced():
     server = spawn_cli("tests.support.ops_service:Ops", "--workers", "2",
-                       "--log-format", "json", drain_output=True)
+                       "--log-format", "json", "--access-log", drain_output=True)
     try:
         wait_for(lambda: len(distinct(lambda: http_pid(server), 2, tries=5)[0]) == 2,
                  what="both workers answering")
@@ -105,11 +105,14 @@ def test_a_worker_that_cannot_start_stops_the_server():
 
 def test_a_port_in_use_fails_fast():
     first = spawn_cli("tests.support.ops_service:Ops")
+    second = None
     try:
         second = spawn_cli("tests.support.ops_service:Ops", "--workers", "2",
-                           "--http-port", str(first.http_port), http=False)
-        rc = second.process.wait(30)
-        assert rc == 1
-        assert "cannot bind" in second.process.stdout.read()
+                           "--http-port", str(first.http_port), http=False,
+                           drain_output=True)
+        assert second.process.wait(30) == 1
     finally:
+        if second is not None:
+            second.stop()
         first.stop()
+    assert f"cannot bind 127.0.0.1:{first.http_port}" in second.output()

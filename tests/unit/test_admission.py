@@ -69,7 +69,7 @@ async def test_drain_gives_up_after_its_timeout():
 
 
 def test_access_line_per_request(caplog):
-    adm = Admission(Settings())
+    adm = Admission(Settings(access_log=True))
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
         adm.admit("http", "adm_e", "req-42").finish(201, 3, 4)
     (record,) = [r for r in caplog.records if r.name == "tensorwire.access"]

@@ -47,7 +47,7 @@ def test_config_file_from_env_var(tmp_path):
     ({"TENSORWIRE_MAX_REQUEST_SIZE": "2MiB"}, "max_request_size", 2 * MiB),
     ({"TENSORWIRE_MAX_REQUEST_SIZE": "1000"}, "max_request_size", 1000),
     ({"TENSORWIRE_GRPC": "false"}, "grpc", False),
-    ({"TENSORWIRE_ACCESS_LOG": "0"}, "access_log", False),
+    ({"TENSORWIRE_ACCESS_LOG": "1"}, "access_log", True),
     ({"TENSORWIRE_METRICS": "yes"}, "metrics", True),
     ({"TENSORWIRE_CORS_ORIGINS": "https://a.example, https://b.example"}, "cors_origins",
      ["https://a.example", "https://b.example"]),
@@ -105,12 +105,12 @@ def test_cli_flags_cover_every_setting(tmp_path, monkeypatch):
         "serve", "examples.quickstart:Quickstart", "--config", str(cfg), "--workers", "3",
         "--no-http", "--max-request-size", "1MiB", "--max-concurrency", "9",
         "--request-timeout", "1.5", "--cors-origins", "https://x.example",
-        "--no-access-log", "--log-format", "json", "--auth-token", "t0k"])
+        "--access-log", "--log-format", "json", "--auth-token", "t0k"])
     s = settings_from_args(args)
     assert (s.service, s.workers, s.threads, s.http, s.max_request_size) == (
         "examples.quickstart:Quickstart", 3, 4, False, MiB)
     assert (s.max_concurrency, s.request_timeout, s.cors_origins, s.access_log,
-            s.log_format, s.auth_token) == (9, 1.5, ["https://x.example"], False, "json", "t0k")
+            s.log_format, s.auth_token) == (9, 1.5, ["https://x.example"], True, "json", "t0k")
     flags = {a.dest for a in _parser()._subparsers._group_actions[0].choices["serve"]._actions}
     assert {o.name for o in options()} <= flags
 
