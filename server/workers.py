@@ -157,6 +157,7 @@ class Supervisor:
             return
         self._metrics_dir = tempfile.mkdtemp(prefix="tensorwire-metrics-")
         self._own_metrics_dir = True
+        log.info("workers' metrics in %s (removed at exit)", self._metrics_dir)
 
     def _spawn(self, slot: Slot) -> None:
         from .metrics import MULTIPROC_ENV

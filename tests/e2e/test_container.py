@@ -98,10 +98,11 @@ def test_entrypoint_serves_and_healthcheck_passes(image):
     # `docker run -e TENSORWIRE_HTTP_PORT=... -e TENSORWIRE_GRPC_PORT=...`
     env = {**image["env"], "TENSORWIRE_HTTP_PORT": str(http_port),
            "TENSORWIRE_GRPC_PORT": str(grpc_port)}
+    # nothing listening yet: the healthcheck fails
+    assert subprocess.run(healthcheck, cwd=image["app"], env=env, timeout=30).returncode == 1
     proc = subprocess.Popen(entrypoint, cwd=image["app"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        # before it is up, the healthcheck fails
         url = f"http://127.0.0.1:{http_port}"
         wait_ready(url, proc=proc)
         check = subprocess.run(healthcheck, cwd=image["app"], env=env, timeout=30)

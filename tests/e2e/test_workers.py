@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 
 import grpc
 import pytest
@@ -85,6 +86,9 @@ def test_two_workers_serve_both_protocols_and_a_killed_one_is_replaced():
     died = [r["msg"] for r in lines if r["logger"] == "tensorwire.workers"
             and f"pid {victim}" in r["msg"] and "killed by signal SIGKILL" in r["msg"]]
     assert died and "restarting in" in died[0], died
+    (where,) = [r["msg"] for r in lines if r["msg"].startswith("workers' metrics in ")]
+    metrics_dir = where.split(" in ", 1)[1].split(" (")[0]
+    assert metrics_dir.startswith(tempfile.gettempdir()) and not os.path.exists(metrics_dir)
     access = [r for r in lines if r["logger"] == "tensorwire.access"]
     assert {r["protocol"] for r in access} == {"http", "grpc"}
     assert len({r["pid"] for r in access}) >= 2

@@ -37,6 +37,12 @@ def test_precedence_defaults_file_env_flags(tmp_path):
     assert s.grpc_port == Settings().grpc_port  # default
 
 
+def test_secure_defaults():
+    s = Settings()
+    assert s.host == "127.0.0.1" and s.auth_token is None and not s.tls
+    assert s.cors_origins == [] and s.workers == 1
+
+
 def test_config_file_from_env_var(tmp_path):
     cfg = write(tmp_path, "max_concurrency = 7\n")
     assert load_settings(env={"TENSORWIRE_CONFIG": str(cfg)}).max_concurrency == 7
