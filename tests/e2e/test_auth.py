@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.http_calls import post, request
+from tests.support.ops_http import post, request
 from tests.support.ops_service import Ops
 from tests.support.servers import serving, spawn_cli
 

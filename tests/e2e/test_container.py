@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.dockerfile import parse
-from tests.support.http_calls import post
+from tests.support.ops_http import post
 from tests.support.servers import ROOT, free_port, wait_ready
 
 pytestmark = pytest.mark.slow

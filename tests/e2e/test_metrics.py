@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.http_calls import post, request, sample, scrape
+from tests.support.ops_http import post, request, sample, scrape
 from tests.support.ops_service import Ops
 from tests.support.servers import serving
 

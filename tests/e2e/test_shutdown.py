@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import tensorwire
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.http_calls import post, request, sample, scrape, wait_for
+from tests.support.ops_http import post, request, sample, scrape, wait_for
 from tests.support.ops_service import Ops
 from tests.support.servers import spawn_cli
 

@@ -11,7 +11,7 @@ import pytest
 from tensorwire.probe import grpc_ready, http_ready
 from tensorwire.settings import Settings
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.http_calls import post, request
+from tests.support.ops_http import post, request
 from tests.support.ops_service import Ops
 from tests.support.servers import serving
 from tests.support.tls import self_signed

@@ -12,7 +12,7 @@ import pytest
 
 import tensorwire
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.http_calls import post, sample, scrape, wait_for
+from tests.support.ops_http import post, sample, scrape, wait_for
 from tests.support.ops_service import Ops
 from tests.support.servers import spawn_cli
 
