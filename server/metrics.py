@@ -6,12 +6,13 @@ every worker's files, so one scrape reports the whole server. One process: the d
 registry (plus its process/GC collectors, and any metric the service defines itself).
 
 Request metrics are recorded by `tensorwire.admission` for both protocols. The batching
-layer records `BATCH_SIZE` and `BATCH_QUEUE_WAIT` per API.
+layer records `BATCH_SIZE` and `BATCH_QUEUE_WAIT` per API through `batch_observer(api)`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram
 
@@ -65,6 +66,20 @@ class Series:
         self.duration.observe(seconds)
         self.received.observe(received)
         self.sent.observe(sent)
+
+
+def batch_observer(api: str) -> Callable[[int, Sequence[float]], None]:
+    """The batcher's `observe(items, queue_waits)` hook for one API: one batch of
+    `items` requests ran, after each waited `queue_waits[i]` seconds in the queue."""
+    size = BATCH_SIZE.labels(api)
+    wait = BATCH_QUEUE_WAIT.labels(api)
+
+    def observe(items: int, queue_waits: Sequence[float]) -> None:
+        size.observe(items)
+        for seconds in queue_waits:
+            wait.observe(seconds)
+
+    return observe
 
 
 def render() -> tuple[bytes, str]:

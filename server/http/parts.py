@@ -59,8 +59,8 @@ class MultipartPart:
         while chunk := await self._reader.read_chunk(CHUNK):
             self.consumed += len(chunk)
             if self.consumed > self.limit:
-                raise PayloadTooLarge(f"part {self.name!r} is too large: at most "
-                                      f"{self.limit} bytes allowed here")
+                raise PayloadTooLarge(f"part {self.name!r} is too large: the request "
+                                      f"may carry at most {self.limit} more bytes")
             yield chunk
 
     async def read(self) -> bytes:

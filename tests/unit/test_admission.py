@@ -80,6 +80,18 @@ def test_access_line_per_request(caplog):
     assert "http adm_e 201" in record.getMessage()
 
 
+def test_batch_observer_records_size_and_queue_waits():
+    def value(name: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, {"api": "adm_batch"}) or 0
+
+    observe = metrics.batch_observer("adm_batch")
+    observe(3, [0.001, 0.002, 0.003])
+    observe(1, [0.0])
+    assert value("tensorwire_batch_size_count") == 2
+    assert value("tensorwire_batch_size_sum") == 4
+    assert value("tensorwire_batch_queue_wait_seconds_count") == 4
+
+
 def test_access_log_and_metrics_can_be_off(caplog):
     adm = Admission(Settings(access_log=False, metrics=False))
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
