@@ -4,6 +4,11 @@
 methods run on it. Generators are driven chunk by chunk, each `next()` in the pool, so
 a slow producer streams as it produces. The transports hand in validated arguments and
 get back Python values; nothing here knows about HTTP or gRPC.
+
+The per-request time limit lives here, once for both transports: `request_timeout`
+bounds a unary call (or, for a stream, the wait for each chunk), tightened by the
+client's own deadline when the transport passes one; past it the call fails with
+DeadlineExceeded (504 / DEADLINE_EXCEEDED) and `ctx.cancelled` turns true.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .admission import Admission
 from .context import Context
-from .errors import ServiceUnavailable
+from .errors import DeadlineExceeded, ServiceUnavailable
 from .sdk import ServiceSpec
 from .settings import Settings
 from .spec import APISpec
@@ -39,7 +45,8 @@ class ServiceRuntime:
         self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
         self.instance: Any = None
         self.ready = False
-        self.draining = False
+        #: The gate both transports pass: drain state, concurrency, metrics, access log.
+        self.admission = Admission(self.settings)
         self._methods: dict[str, Callable[..., Any]] = {}
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
@@ -72,9 +79,14 @@ class ServiceRuntime:
         async def to_host(value: Any) -> Any:
             return await self.to_host(api, value)
 
+        observe = self.settings.extra.get("batch_observer")
+        if observe is None and self.settings.metrics:
+            from . import metrics
+
+            observe = metrics.batch_observer(api.name)
         return Batcher(api, invoke, to_host,
-                       max_queue_items=self.settings.extra.get("batch_queue_items"),  # type: ignore[arg-type]
-                       observe=self.settings.extra.get("batch_observer"))  # type: ignore[arg-type]
+                       max_queue_items=self.settings.batch_queue_items or None,
+                       observe=observe)  # type: ignore[arg-type]
 
     def batcher(self, name: str) -> Any:
         """The dispatcher of a batchable API (tests and metrics inspect it)."""
@@ -98,7 +110,23 @@ class ServiceRuntime:
         """A new request's Context, drawing its temp dir from this worker's pool."""
         return Context(request, temp_dirs=self.temp_dirs, limits=self.settings.extra)
 
+    @property
+    def draining(self) -> bool:
+        return self.admission.draining
+
     # ------------------------------------------------------------------ calls
+    def _limit(self, deadline: float | None) -> float | None:
+        """The seconds this call may take: the server's limit or the client's deadline."""
+        limit = self.admission.timeout
+        if deadline is not None and (limit is None or deadline < limit):
+            return max(deadline, 0.0)
+        return limit
+
+    @staticmethod
+    def _timed_out(limit: float, ctx: Context) -> DeadlineExceeded:
+        ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
+        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
+
     def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
         if not self.ready:
             raise ServiceUnavailable("the service is not ready")
@@ -106,8 +134,15 @@ class ServiceRuntime:
         args, kw = self._callers[api.name](kwargs, ctx)
         return method, args, kw
 
-    async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
-        """Run a unary API and return its (host-side) result."""
+    async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context,
+                   deadline: float | None = None) -> Any:
+        """Run a unary API and return its (host-side) result.
+
+        `deadline`: seconds the client still waits (gRPC), None when it did not say.
+        """
+        return await self._within(self._limit(deadline), self._call(api, kwargs, ctx), ctx)
+
+    async def _call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
         if api.batchable:
             if not self.ready:
                 raise ServiceUnavailable("the service is not ready")
@@ -127,12 +162,18 @@ class ServiceRuntime:
 
     async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context
                      ) -> AsyncIterator[Any]:
-        """Run a generator API, yielding each chunk as soon as it is produced."""
+        """Run a generator API, yielding each chunk as soon as it is produced.
+
+        The time limit applies to each chunk's production, not to the whole stream: a
+        long generation that keeps producing is never cut.
+        """
         method, args, kw = self._prepare(api, kwargs, ctx)
+        limit = self.admission.timeout
         if api.is_async:
             agen = method(*args, **kw)
             try:
-                async for chunk in agen:
+                while (chunk := await self._within(limit, anext(agen, _DONE), ctx)
+                       ) is not _DONE:
                     yield await self.to_host(api, chunk)
             finally:
                 ctx.cancel()
@@ -143,7 +184,8 @@ class ServiceRuntime:
         gen = method(*args, **kw)
         try:
             while True:
-                chunk = await loop.run_in_executor(self.executor, next, gen, _DONE)
+                chunk = await self._within(
+                    limit, loop.run_in_executor(self.executor, next, gen, _DONE), ctx)
                 if chunk is _DONE:
                     break
                 yield await self.to_host(api, chunk)
@@ -151,6 +193,19 @@ class ServiceRuntime:
             ctx.cancel()
             with contextlib.suppress(Exception):
                 await loop.run_in_executor(self.executor, gen.close)
+
+    async def _within(self, limit: float | None, awaitable, ctx: Context) -> Any:
+        """Await `awaitable` within `limit` seconds, else DeadlineExceeded."""
+        if limit is None:
+            return await awaitable
+        timer = asyncio.timeout(limit)
+        try:
+            async with timer:
+                return await awaitable
+        except TimeoutError:
+            if timer.expired():
+                raise self._timed_out(limit, ctx) from None
+            raise
 
     async def to_host(self, api: APISpec, value: Any) -> Any:
         """Move every device tensor of an output to the host in one batched transfer."""

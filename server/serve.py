@@ -1,8 +1,13 @@
 """Serving one service in one process: HTTP and gRPC on one event loop.
 
 Start-up: load the service (model) once, bind both ports, then report ready. Shutdown
-(SIGTERM/SIGINT): readiness drops first (/readyz 503, health NOT_SERVING), new requests
-are refused, in-flight ones get `graceful_timeout` seconds, then the process exits 0.
+(SIGTERM/SIGINT): readiness drops first (/readyz 503, health NOT_SERVING) while the
+ports stay open, so probes and load balancers see it; new API requests are refused
+(503 / UNAVAILABLE); in-flight ones, streams included, get `graceful_timeout` seconds;
+then both servers close and the process exits 0.
+
+With several workers each process runs one `Server` with SO_REUSEPORT on the same ports
+(`tensorwire.workers` supervises them).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from .sdk import ServiceSpec
 from .settings import Settings
 
 log = logging.getLogger("tensorwire.serve")
+
+#: Seconds the servers get to close connections once the drain is over.
+CLOSE_TIMEOUT = 1.0
 
 
 @dataclass
@@ -45,15 +53,19 @@ class Server:
     async def start(self) -> Bound:
         s = self.settings
         await self.runtime.start()
+        shared = s.workers > 1  # SO_REUSEPORT only when several workers share the ports
         if s.http:
             from .http import create_app
+            from .tls import http_context
 
             app = create_app(self.runtime, s)
+            # The drain waits for API requests itself; closing then only needs a moment.
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         shutdown_timeout=s.graceful_timeout)
+                                         shutdown_timeout=CLOSE_TIMEOUT)
             await self._runner.setup()
             site = web.TCPSite(self._runner, s.host, s.http_port,
-                               reuse_port=s.workers > 1 or None)
+                               reuse_port=True if shared else None,
+                               ssl_context=http_context(s))
             await site.start()
             sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
@@ -73,36 +85,51 @@ class Server:
         await self._stop.wait()
 
     async def stop(self) -> None:
-        """Graceful: readiness off, stop accepting, let in-flight requests finish."""
+        """Graceful: readiness off, refuse new requests, let in-flight ones finish."""
         grace = self.settings.graceful_timeout
-        self.runtime.draining = True
+        admission = self.runtime.admission
+        admission.draining = True  # /readyz answers 503 from here on
         if self._grpc is not None:
             await self._grpc.set_serving(False)
+        if admission.in_flight:
+            log.info("draining %d in-flight request(s), up to %g s", admission.in_flight,
+                     grace)
+        if not await admission.drain(grace):
+            log.warning("%d request(s) still running after the %g s grace period; "
+                        "cancelling them", admission.in_flight, grace)
         tasks = []
         if self._grpc is not None:
-            tasks.append(self._grpc.stop(grace))
+            tasks.append(self._grpc.stop(CLOSE_TIMEOUT))
         if self._runner is not None:
             tasks.append(self._runner.cleanup())
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.runtime.close()
 
 
-async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool = True) -> None:
-    server = Server(spec, settings)
+def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
+    scheme = "https" if settings.tls else "http"
+    where = []
+    if bound.http_port:
+        base = f"{scheme}://{settings.host}:{bound.http_port}"
+        where.append(f"HTTP on {base} (docs: {base}/docs)")
+    if bound.grpc_port:
+        where.append(f"gRPC on {settings.host}:{bound.grpc_port}" + (" (TLS)" if settings.tls
+                                                                     else ""))
+    log.warning("tensorwire serving %s: %s", spec.name, "; ".join(where))
+
+
+async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool = True,
+                        server: Server | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or `server.request_stop()`), then drain and stop."""
+    server = server or Server(spec, settings)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, server.request_stop)
     bound = await server.start()
     if announce:
-        where = []
-        if bound.http_port:
-            where.append(f"HTTP on http://{settings.host}:{bound.http_port} "
-                         f"(docs: http://{settings.host}:{bound.http_port}/docs)")
-        if bound.grpc_port:
-            where.append(f"gRPC on {settings.host}:{bound.grpc_port}")
-        log.warning("tensorwire serving %s: %s", spec.name, "; ".join(where))
+        log_bound(spec, settings, bound)
     await server.wait()
-    log.warning("tensorwire: shutting down %s (grace %.0fs)", spec.name,
+    log.warning("tensorwire: shutting down %s (grace %gs)", spec.name,
                 settings.graceful_timeout)
     await server.stop()

@@ -17,8 +17,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ..admission import Ticket
 from ..context import Context, Headers, RequestInfo
-from ..errors import DeadlineExceeded, InternalError, TensorwireError
+from ..errors import InternalError, TensorwireError
 from ..protogen import APIMessages, ServiceProto, service_proto
 from ..runtime import ServiceRuntime
 from ..settings import Settings
@@ -34,6 +35,7 @@ class GrpcEndpoint:
         self.messages = messages
         self.api = messages.api
         self.runtime = runtime
+        self.admission = runtime.admission
 
     def _context(self, context: grpc.aio.ServicerContext) -> Context:
         metadata = Headers([(k, v) for k, v in (context.invocation_metadata() or ())
@@ -47,19 +49,29 @@ class GrpcEndpoint:
         with ctx.active():  # file codecs store uploads in ctx.temp_dir
             return self.api.decode_values(self.messages.request_values(msg))
 
-    async def _fail(self, context: grpc.aio.ServicerContext, exc: BaseException,
-                    ctx: Context) -> None:
+    def _error(self, exc: BaseException, ctx: Context) -> TensorwireError:
+        """`exc` in the error model (logged when it is not the client's fault)."""
         if isinstance(exc, TensorwireError):
-            err = exc
-            if not err.public:
-                log.error("%s failed [%s]: %s", self.api.name, ctx.request.id, err.message)
-        else:
-            log.error("%s failed [%s]", self.api.name, ctx.request.id, exc_info=exc)
-            err = InternalError()
+            if not exc.public:
+                log.error("%s failed [%s]: %s", self.api.name, ctx.request.id, exc.message)
+            return exc if exc.public else InternalError()
+        log.error("%s failed [%s]", self.api.name, ctx.request.id, exc_info=exc)
+        return InternalError()
+
+    async def _abort(self, context: grpc.aio.ServicerContext, err: TensorwireError,
+                     ctx: Context) -> None:
         status = to_status(err)
         await context.abort(status.code, status.details,
                             trailing_metadata=(*status.trailing_metadata,
                                                ("x-request-id", ctx.request.id)))
+
+    async def _admit(self, context: grpc.aio.ServicerContext, ctx: Context) -> Ticket:
+        try:
+            return self.admission.admit("grpc", self.api.name, ctx.request.id)
+        except TensorwireError as exc:  # draining or over the concurrency limit
+            ctx.close()
+            await self._abort(context, exc, ctx)
+            raise  # unreachable: abort raises
 
     async def _send_headers(self, context: grpc.aio.ServicerContext, ctx: Context) -> None:
         if ctx.response.headers:
@@ -68,30 +80,35 @@ class GrpcEndpoint:
 
     async def unary(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         ctx = self._context(context)
+        ticket = await self._admit(context, ctx)
+        code, sent = "OK", 0
         try:
             kwargs = self._decode(data, ctx)
-            remaining = context.time_remaining()
-            try:
-                async with asyncio.timeout(remaining):
-                    result = await self.runtime.call(self.api, kwargs, ctx)
-            except TimeoutError:
-                raise DeadlineExceeded("the call's deadline passed") from None
+            result = await self.runtime.call(self.api, kwargs, ctx, context.time_remaining())
             out = self.messages.response(result).SerializeToString()
             await self._send_headers(context, ctx)
+            sent = len(out)
             return out
         except asyncio.CancelledError:
+            code = "CANCELLED"
             ctx.cancel()
             raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
         except Exception as exc:
-            if isinstance(exc, grpc.aio.AbortError):
-                raise
-            await self._fail(context, exc, ctx)
+            err = self._error(exc, ctx)
+            code = err.grpc_code
+            await self._abort(context, err, ctx)
             raise  # unreachable: abort raises
         finally:
             ctx.close()
+            ticket.finish(code, len(data), sent)
 
     async def stream(self, data: bytes, context: grpc.aio.ServicerContext):
         ctx = self._context(context)
+        ticket = await self._admit(context, ctx)
+        code, sent = "OK", 0
         chunks = None
         try:
             kwargs = self._decode(data, ctx)
@@ -101,18 +118,25 @@ class GrpcEndpoint:
                 if not sent_headers:
                     await self._send_headers(context, ctx)
                     sent_headers = True
-                yield self.messages.response(chunk).SerializeToString()
+                out = self.messages.response(chunk).SerializeToString()
+                sent += len(out)
+                yield out
         except asyncio.CancelledError:
+            code = "CANCELLED"
             ctx.cancel()
             raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
         except Exception as exc:
-            if isinstance(exc, grpc.aio.AbortError):
-                raise
-            await self._fail(context, exc, ctx)
+            err = self._error(exc, ctx)
+            code = err.grpc_code
+            await self._abort(context, err, ctx)
         finally:
             if chunks is not None:
                 await chunks.aclose()
             ctx.close()
+            ticket.finish(code, len(data), sent)
 
 
 def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.GenericRpcHandler:
@@ -155,7 +179,15 @@ class GrpcServer:
             ("grpc.max_send_message_length", self.settings.max_response_size),
             ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
         ]
-        self.server = grpc.aio.server(options=options)
+        interceptors = []
+        if self.settings.auth_token:
+            from ..auth import GRPC_HEALTH_SERVICE, BearerAuth
+            from .auth import BearerInterceptor
+
+            open_services = [GRPC_HEALTH_SERVICE] if self.settings.auth_open_health else []
+            interceptors.append(BearerInterceptor(BearerAuth(self.settings.auth_token),
+                                                  open_services))
+        self.server = grpc.aio.server(options=options, interceptors=interceptors or None)
         self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         _add_infra_files(self.proto)
@@ -165,7 +197,14 @@ class GrpcServer:
         self.port: int | None = None
 
     def bind(self, host: str, port: int) -> int:
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        from ..tls import grpc_credentials
+
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        credentials = grpc_credentials(self.settings)
+        if credentials is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, credentials)
         if not self.port:
             raise OSError(f"cannot bind gRPC to {host}:{port}")
         return self.port

@@ -23,8 +23,20 @@ def _json(payload: object, status: int = 200) -> web.Response:
 def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
     settings = settings or runtime.settings
     spec = runtime.spec
+    middlewares = [error_middleware]
+    if settings.auth_token:
+        from ..auth import BearerAuth
+        from .security import auth_middleware, open_paths
+
+        middlewares.append(auth_middleware(
+            BearerAuth(settings.auth_token),
+            open_paths(settings.auth_open_health, settings.auth_open_metrics)))
     app = web.Application(client_max_size=settings.max_request_size,
-                          middlewares=[error_middleware])
+                          middlewares=middlewares)
+    if settings.cors_origins:
+        from .security import Cors
+
+        Cors(settings.cors_origins).install(app)
     app[RUNTIME_KEY] = runtime
     for api in spec.apis.values():
         app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
@@ -56,4 +68,12 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/healthz", readyz)
+    if settings.metrics:
+        from .. import metrics
+
+        async def get_metrics(_: web.Request) -> web.Response:
+            body, content_type = metrics.render()
+            return web.Response(body=body, headers={"Content-Type": content_type})
+
+        app.router.add_get("/metrics", get_metrics)
     return app

@@ -61,15 +61,32 @@ class HttpEndpoint:
     def __init__(self, api: APISpec, runtime: ServiceRuntime, settings: Settings) -> None:
         self.api = api
         self.runtime = runtime
+        self.admission = runtime.admission
         self.settings = settings
         self.codec = api.output.codec
         self.max_size = settings.max_request_size
-        self.max_parts = int(settings.extra.get("max_parts", 64))  # type: ignore[arg-type]
-        self.max_part_size = int(settings.extra.get(  # type: ignore[call-overload]
-            "max_part_size", self.max_size))
+        self.max_parts = settings.max_parts
+        self.max_part_size = settings.max_part_size or settings.max_request_size
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        """The aiohttp handler: admission, then the request itself."""
         request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
+        try:
+            ticket = self.admission.admit("http", self.api.name, request_id)
+        except TensorwireError as exc:  # draining or over the concurrency limit
+            return error_response(exc, request_id)
+        resp: web.StreamResponse | None = None
+        try:
+            resp = await self._serve(request, request_id)
+            return resp
+        finally:
+            if resp is None:  # cancelled: the client went away
+                ticket.finish(499, request.content_length or 0, 0)
+            else:
+                ticket.finish(resp.status, request.content_length or 0,
+                              resp.body_length or resp.content_length or 0)
+
+    async def _serve(self, request: web.Request, request_id: str) -> web.StreamResponse:
         ctx = self.runtime.context(RequestInfo("http", self.api.name,
                                                Headers(request.headers), request.remote,
                                                request_id))

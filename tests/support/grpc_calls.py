@@ -13,9 +13,9 @@ from tensorwire.protogen import service_proto
 
 
 class GrpcCaller:
-    def __init__(self, spec: Any, target: str) -> None:
+    def __init__(self, spec: Any, target: str, channel: grpc.Channel | None = None) -> None:
         self.proto = service_proto(spec)
-        self.channel = grpc.insecure_channel(target)
+        self.channel = channel if channel is not None else grpc.insecure_channel(target)
 
     def close(self) -> None:
         self.channel.close()
@@ -37,9 +37,10 @@ class GrpcCaller:
         reply = method(msg, timeout=timeout, metadata=metadata)
         return messages.response_value(reply)
 
-    def stream(self, api: str, values: dict[str, Any], *, timeout: float = 30):
+    def stream(self, api: str, values: dict[str, Any], *, timeout: float = 30,
+               metadata: Any = None):
         messages, method = self._method(api, stream=True)
-        for reply in method(messages.request(values), timeout=timeout):
+        for reply in method(messages.request(values), timeout=timeout, metadata=metadata):
             yield messages.response_value(reply)
 
 

@@ -51,6 +51,10 @@ class RunningServer:
             self.stop_fn()
             self.stop_fn = None
 
+    def output(self) -> str:
+        """What a `spawn_cli(..., drain_output=True)` process printed so far."""
+        return "".join(self.logs)
+
 
 def start_in_thread(service: type, **settings: Any) -> RunningServer:
     """Run the service's Server on its own event loop in a daemon thread."""
@@ -128,8 +132,13 @@ def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = 
 
 
 def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
-              http: bool = True, cwd: Path = ROOT) -> RunningServer:
-    """`tensorwire serve TARGET` as a subprocess, waited on until /readyz answers 200."""
+              http: bool = True, cwd: Path = ROOT, drain_output: bool = False
+              ) -> RunningServer:
+    """`tensorwire serve TARGET` as a subprocess, waited on until /readyz answers 200.
+
+    `drain_output`: read the process' output continuously into `.logs` / `.output()`
+    (a chatty server, e.g. with access logs, would otherwise block on a full pipe).
+    """
     http_port, grpc_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "tensorwire.cli", "serve", target,
            "--http-port", str(http_port), "--grpc-port", str(grpc_port), *extra]
@@ -137,6 +146,15 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     server = RunningServer(http_port, grpc_port, process=proc)
+    reader = None
+    if drain_output:
+        def drain() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                server.logs.append(line)
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
 
     def stop() -> None:
         if proc.poll() is None:
@@ -147,6 +165,10 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):  # workers left behind, if any
+            os.killpg(proc.pid, signal.SIGKILL)
+        if reader is not None:
+            reader.join(10)
 
     server.stop_fn = stop
     if http:
@@ -154,6 +176,7 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
             wait_ready(server.http_url, proc=proc)
         except Exception:
             stop()
-            out = proc.stdout.read() if proc.stdout else ""
+            out = server.output() if drain_output else (
+                proc.stdout.read() if proc.stdout else "")
             raise RuntimeError(f"{' '.join(cmd)} failed to start:\n{out}") from None
     return server

@@ -1,0 +1,184 @@
+"""What the production layer adds per request, measured two ways (one run each).
+
+1. Micro: `Admission.admit()` + `Ticket.finish()` (the per-request work shared by both
+   transports) under the default settings, with metrics off, with the access log on,
+   and the runtime's per-request timeout wrapper, in a tight loop.
+2. Macro: HTTP requests/s of one server process, side by side: a bare aiohttp handler
+   returning the same JSON, tensorwire at its defaults (metrics on, 60 s timeout), with
+   the access log on as well (to /dev/null), and with metrics and timeout off.
+   Client: aiohttp, keep-alive, 32 concurrent, in this process.
+
+    .venv/bin/python bench/production_overhead.py [--seconds 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def micro(n: int = 200_000) -> dict[str, float]:
+    import logging
+
+    from tensorwire import logs
+    from tensorwire.admission import Admission
+    from tensorwire.settings import Settings
+
+    null = open(os.devnull, "w")  # noqa: SIM115 - lives for the benchmark
+    out = {}
+    for label, settings in (("defaults (metrics on, access log off)", Settings()),
+                            ("metrics and access log off", Settings(metrics=False)),
+                            ("metrics on, access log on (text, to /dev/null)",
+                             Settings(access_log=True))):
+        logs.configure("info", "text")
+        logging.getLogger().handlers[0].setStream(null)
+        adm = Admission(settings)
+        adm.admit("http", "bench", "r").finish(200, 10, 10)  # create the series
+        t0 = time.perf_counter()
+        for _ in range(n):
+            adm.admit("http", "bench", "r").finish(200, 10, 10)
+        out[label] = (time.perf_counter() - t0) / n * 1e6
+
+    async def timeouts() -> float:
+        # each iteration yields to the loop, as a request does (so cancelled timer
+        # handles are cleaned up as they would be in a server)
+        m = n // 4
+        t0 = time.perf_counter()
+        for _ in range(m):
+            await asyncio.sleep(0)
+        bare = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(m):
+            async with asyncio.timeout(60):
+                await asyncio.sleep(0)
+        return (time.perf_counter() - t0 - bare) / m * 1e6
+
+    out["asyncio.timeout wrapper (request_timeout > 0)"] = asyncio.run(timeouts())
+    return out
+
+
+BARE = textwrap.dedent("""
+    import sys, orjson
+    from aiohttp import web
+    async def summarize(request):
+        body = orjson.loads(await request.read())
+        words = body["text"].split()
+        return web.Response(body=orjson.dumps({"summary": " ".join(words[:8]),
+                            "words": len(words)}), content_type="application/json")
+    app = web.Application()
+    app.router.add_post("/summarize", summarize)
+    app.router.add_get("/readyz", lambda r: web.Response(text="ok"))
+    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None,
+                print=None)
+""")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd: list[str], port: int) -> subprocess.Popen:
+    import urllib.request
+
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(400):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1)
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{cmd} did not start")
+
+
+async def load(port: int, seconds: float, concurrency: int = 32) -> float:
+    import aiohttp
+
+    url = f"http://127.0.0.1:{port}/summarize"
+    body = b'{"text": "tensorwire serves one typed contract over gRPC and HTTP"}'
+    headers = {"Content-Type": "application/json"}
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            async with session.post(url, data=body, headers=headers) as r:
+                await r.read()
+                assert r.status == 200
+            done += 1
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for _ in range(200):  # warm-up
+            async with session.post(url, data=body, headers=headers) as r:
+                await r.read()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+        return done / (time.perf_counter() - t0)
+
+
+def macro(seconds: float, rounds: int) -> dict[str, list[float]]:
+    tw = [sys.executable, "-m", "tensorwire.cli", "serve", "examples.quickstart:Quickstart",
+          "--no-grpc"]
+    cases = {
+        "bare aiohttp": lambda p: [sys.executable, "-c", BARE, str(p)],
+        "tensorwire defaults (metrics on, 60 s timeout, no access log)": lambda p: [
+            *tw, "--http-port", str(p)],
+        "tensorwire defaults + access log": lambda p: [
+            *tw, "--http-port", str(p), "--access-log"],
+        "tensorwire, metrics and timeout off too": lambda p: [
+            *tw, "--http-port", str(p), "--no-metrics", "--request-timeout", "0"],
+    }
+    out: dict[str, list[float]] = {label: [] for label in cases}
+    for _ in range(rounds):  # interleaved, so drift in machine load hits every case
+        for label, make in cases.items():
+            port = free_port()
+            proc = start(make(port), port)
+            try:
+                out[label].append(asyncio.run(load(port, seconds)))
+            finally:
+                proc.terminate()
+                proc.wait(30)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    lines = [f"# production overhead ({os.cpu_count()} CPUs, one run)", "",
+             "## per request, in-process (microseconds)"]
+    for label, us in micro().items():
+        lines.append(f"- {label}: {us:.2f} us")
+    lines += ["", f"## HTTP requests/s, 1 process, 32 concurrent, {args.seconds:g} s per "
+              f"run, median of {args.rounds} interleaved runs"]
+    runs = macro(args.seconds, args.rounds)
+    rps = {label: statistics.median(v) for label, v in runs.items()}
+    base = rps["bare aiohttp"]
+    for label, value in rps.items():
+        raw = ", ".join(f"{v:,.0f}" for v in runs[label])
+        lines.append(f"- {label}: {value:,.0f} rps ({value / base:.2f}x bare; runs {raw})")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (ROOT / "bench" / "results" / "production_overhead.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Prometheus metrics, each created once at import and named here (the one list).
+
+Workers write to `PROMETHEUS_MULTIPROC_DIR` when it is set (the supervisor sets a
+per-run directory before any worker imports prometheus_client); `/metrics` then sums
+every worker's files, so one scrape reports the whole server. One process: the default
+registry (plus its process/GC collectors, and any metric the service defines itself).
+
+Request metrics are recorded by `tensorwire.admission` for both protocols. The batching
+layer records `BATCH_SIZE` and `BATCH_QUEUE_WAIT` per API through `batch_observer(api)`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0, 60.0, float("inf"))
+#: 64 B .. 256 MiB in powers of 4.
+SIZE_BUCKETS = (*(float(4**k) for k in range(3, 15)), float("inf"))
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, float("inf"))
+
+_API = ("api", "protocol")
+
+REQUESTS = Counter("tensorwire_requests", "API requests answered, by status (HTTP status "
+                   "code or gRPC status name).", (*_API, "status"))
+DURATION = Histogram("tensorwire_request_duration_seconds", "Time from admission to the "
+                     "last byte of the answer.", _API, buckets=LATENCY_BUCKETS)
+IN_FLIGHT = Gauge("tensorwire_requests_in_flight", "API requests being handled now.", _API,
+                  multiprocess_mode="livesum")
+REQUEST_BYTES = Histogram("tensorwire_request_size_bytes", "Request body / message size.",
+                          _API, buckets=SIZE_BUCKETS)
+RESPONSE_BYTES = Histogram("tensorwire_response_size_bytes", "Response body / message size "
+                           "(streams: all chunks).", _API, buckets=SIZE_BUCKETS)
+BATCH_SIZE = Histogram("tensorwire_batch_size", "Requests merged into one batched call.",
+                       ("api",), buckets=BATCH_BUCKETS)
+BATCH_QUEUE_WAIT = Histogram("tensorwire_batch_queue_wait_seconds", "Time a request "
+                             "waited for its batch to run.", ("api",),
+                             buckets=LATENCY_BUCKETS)
+
+
+class Series:
+    """The label children of one (api, protocol), resolved once: the hot path makes no
+    label lookups, only one `labels()` per new status code."""
+
+    __slots__ = ("_counts", "api", "duration", "in_flight", "protocol", "received", "sent")
+
+    def __init__(self, api: str, protocol: str) -> None:
+        self.api = api
+        self.protocol = protocol
+        self.in_flight = IN_FLIGHT.labels(api, protocol)
+        self.duration = DURATION.labels(api, protocol)
+        self.received = REQUEST_BYTES.labels(api, protocol)
+        self.sent = RESPONSE_BYTES.labels(api, protocol)
+        self._counts: dict[str, object] = {}
+
+    def answered(self, status: str, seconds: float, received: int, sent: int) -> None:
+        counter = self._counts.get(status)
+        if counter is None:
+            counter = self._counts[status] = REQUESTS.labels(self.api, self.protocol, status)
+        counter.inc()  # type: ignore[attr-defined]
+        self.duration.observe(seconds)
+        self.received.observe(received)
+        self.sent.observe(sent)
+
+
+def batch_observer(api: str) -> Callable[[int, Sequence[float]], None]:
+    """The batcher's `observe(items, queue_waits)` hook for one API: one batch of
+    `items` requests ran, after each waited `queue_waits[i]` seconds in the queue."""
+    size = BATCH_SIZE.labels(api)
+    wait = BATCH_QUEUE_WAIT.labels(api)
+
+    def observe(items: int, queue_waits: Sequence[float]) -> None:
+        size.observe(items)
+        for seconds in queue_waits:
+            wait.observe(seconds)
+
+    return observe
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text of every metric (all workers' when multiprocess)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

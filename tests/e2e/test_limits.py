@@ -1,0 +1,126 @@
+"""Each limit trips on both protocols: size, time, concurrency (and multipart on HTTP)."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+
+from tests.support.grpc_calls import GrpcCaller
+from tests.support.ops_http import post, request, sample, scrape, wait_for
+from tests.support.ops_service import Ops
+from tests.support.servers import serving
+
+PROTOCOLS = ["http", "grpc"]
+
+
+def call(server, protocol: str, api: str, values: dict, **kw):
+    """(ok, status, body-or-value): HTTP status code / gRPC code name."""
+    if protocol == "http":
+        reply = post(server.http_url, api, values, **kw)
+        return reply.status == 200, str(reply.status), reply
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        return True, "OK", caller.call(api, values, **kw)
+    except grpc.RpcError as exc:
+        return False, exc.code().name, exc
+    finally:
+        caller.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_request_size_limit(protocol):
+    with serving(Ops, max_request_size=1024) as server:
+        ok, status, _ = call(server, protocol, "echo", {"text": "x" * 100})
+        assert ok, status
+        ok, status, reply = call(server, protocol, "echo", {"text": "x" * 5000})
+        assert not ok
+        assert status == {"http": "413", "grpc": "RESOURCE_EXHAUSTED"}[protocol]
+        if protocol == "http":
+            assert "exceeds the limit of 1024 bytes" in reply.json()["error"]
+        assert call(server, protocol, "echo", {"text": "still serving"})[0]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("api", ["sleep", "sleep_sync"])
+def test_request_timeout(protocol, api):
+    with serving(Ops, request_timeout=0.3) as server:
+        assert call(server, protocol, api, {"seconds": 0.01})[0]
+        ok, status, reply = call(server, protocol, api, {"seconds": 3})
+        assert not ok
+        assert status == {"http": "504", "grpc": "DEADLINE_EXCEEDED"}[protocol]
+        if protocol == "http":
+            assert reply.json()["error"] == "the request did not complete within 0.3 s"
+        else:
+            assert "0.3 s" in reply.details()
+
+
+def test_stream_timeout_is_per_chunk():
+    with serving(Ops, request_timeout=0.5) as server:
+        caller = GrpcCaller(server.spec, server.grpc_target)
+        # 6 chunks, 0.2 s apart: 1.2 s in all, but no gap reaches the 0.5 s limit
+        assert list(caller.stream("tick", {"n": 6, "delay": 0.2})) == list(range(6))
+        with pytest.raises(grpc.RpcError) as exc:
+            list(caller.stream("tick", {"n": 2, "delay": 2}))
+        assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        caller.close()
+        reply = post(server.http_url, "tick", {"n": 2, "delay": 2})
+        assert reply.status == 504  # before the first chunk: a proper status
+
+
+def test_client_deadline_shorter_than_server_limit():
+    with serving(Ops, request_timeout=30) as server:
+        caller = GrpcCaller(server.spec, server.grpc_target)
+        with pytest.raises(grpc.RpcError) as exc:
+            caller.call("sleep", {"seconds": 5}, timeout=0.3)
+        assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        caller.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_concurrency_limit(protocol):
+    with serving(Ops, max_concurrency=1, retry_after=3) as server:
+        results: list = []
+        slow = threading.Thread(target=lambda: results.append(
+            call(server, protocol, "sleep", {"seconds": 1.5})))
+        slow.start()
+        wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight",
+                                api="sleep", protocol=protocol) == 1, what="slow call running")
+        ok, status, reply = call(server, protocol, "echo", {"text": "one too many"})
+        assert not ok
+        if protocol == "http":
+            assert status == "503"
+            assert reply.headers["Retry-After"] == "3"
+            assert "more than 1 requests in flight" in reply.json()["error"]
+        else:
+            assert status == "RESOURCE_EXHAUSTED"
+        slow.join(10)
+        assert results and results[0][0], results
+        assert call(server, protocol, "echo", {"text": "room again"})[0]
+
+
+def multipart(parts: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+    boundary = "tensorwireboundary"
+    body = b"".join(
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"
+        f"Content-Type: application/json\r\n\r\n".encode() + data + b"\r\n"
+        for name, data in parts) + f"--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def test_multipart_limits():
+    with serving(Ops, max_parts=3, max_part_size=64) as server:
+        url = f"{server.http_url}/concat"
+
+        def send(parts):
+            body, ctype = multipart(parts)
+            return request(url, method="POST", data=body, headers={"Content-Type": ctype})
+
+        ok = send([("a", b'"x"'), ("b", b'"y"'), ("c", b'"z"')])
+        assert (ok.status, ok.body) == (200, b"xyz")
+        too_many = send([("a", b'"x"'), ("b", b'"y"'), ("c", b'"z"'), ("d", b'"w"')])
+        assert too_many.status == 413 and "more than 3 parts" in too_many.json()["error"]
+        too_big = send([("a", b'"' + b"x" * 100 + b'"'), ("b", b'"y"'), ("c", b'"z"')])
+        assert too_big.status == 413
+        assert "part 'a' is too large" in too_big.json()["error"]

@@ -1,0 +1,61 @@
+"""TLS on both protocols with a certificate made for the test."""
+
+from __future__ import annotations
+
+import ssl
+import urllib.error
+
+import grpc
+import pytest
+
+from tensorwire.probe import grpc_ready, http_ready
+from tensorwire.settings import Settings
+from tests.support.grpc_calls import GrpcCaller
+from tests.support.ops_http import post, request
+from tests.support.ops_service import Ops
+from tests.support.servers import serving
+from tests.support.tls import self_signed
+
+
+@pytest.fixture(scope="module")
+def cert_pair(tmp_path_factory):
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+def test_https_and_grpc_tls(cert_pair):
+    cert, key = cert_pair
+    with serving(Ops, tls_cert=str(cert), tls_key=str(key)) as server:
+        https = f"https://127.0.0.1:{server.http_port}"
+        trusted = ssl.create_default_context(cafile=str(cert))
+        reply = post(https, "echo", {"text": "secure"}, context=trusted)
+        assert (reply.status, reply.body) == (200, b"secure")
+        assert request(f"{https}/readyz", context=trusted).status == 200
+        # a client that does not trust the certificate is refused by its own TLS check
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            request(f"{https}/readyz", context=ssl.create_default_context())
+        # plaintext HTTP to the TLS port gets no answer
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            request(f"http://127.0.0.1:{server.http_port}/readyz", timeout=5)
+
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        channel = grpc.secure_channel(server.grpc_target, credentials)
+        caller = GrpcCaller(server.spec, server.grpc_target, channel=channel)
+        assert caller.call("echo", {"text": "secure"}) == "secure"
+        caller.close()
+        plain = GrpcCaller(server.spec, server.grpc_target)
+        with pytest.raises(grpc.RpcError) as exc:
+            plain.call("echo", {"text": "x"}, timeout=5)
+        assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+        plain.close()
+
+        # the container HEALTHCHECK speaks TLS too
+        probe = Settings(http_port=server.http_port, grpc_port=server.grpc_port,
+                         tls_cert=str(cert), tls_key=str(key))
+        assert http_ready(probe)
+        assert grpc_ready(probe)
+
+
+def test_missing_certificate_fails_start_up(tmp_path):
+    with pytest.raises(OSError, match="tls_cert"), serving(
+            Ops, tls_cert=str(tmp_path / "nope.pem"), tls_key=str(tmp_path / "nope.key")):
+        pass

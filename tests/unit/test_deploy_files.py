@@ -1,0 +1,119 @@
+"""docker/: the Dockerfile, compose file and Kubernetes manifests agree with each other
+and with what the container smoke test runs; the manifests parse with kubectl."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+import yaml
+
+from tensorwire.settings import Settings
+from tests.support.dockerfile import parse
+from tests.support.servers import ROOT
+
+DOCKER = ROOT / "docker"
+K8S = DOCKER / "k8s"
+
+
+@pytest.fixture(scope="module")
+def stages():
+    return parse(DOCKER / "Dockerfile")[1]
+
+
+@pytest.fixture(scope="module")
+def manifests() -> dict[str, dict]:
+    docs = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[doc["kind"]] = doc
+    return docs
+
+
+def test_dockerfile_shape(stages):
+    build, final = stages[0], stages[-1]
+    assert len(stages) == 2 and build.name == "build"
+    assert build.base == final.base == "python:3.11-slim"
+    assert final.exec_form("ENTRYPOINT") == ["tensorwire", "serve", "--host", "0.0.0.0"]
+    assert final.exec_form("HEALTHCHECK") == ["python", "-m", "tensorwire.probe"]
+    assert final.one("EXPOSE").split() == ["3000", "50051"]
+    user = final.one("USER").split(":")[0]
+    assert user.isdigit() and int(user) != 0
+    assert {"EXTRAS", "SERVICE", "SERVICE_DIR"} <= set(final.args)
+    env = final.env()
+    assert env["TENSORWIRE_SERVICE"] == final.args["SERVICE"]
+    assert (env["TENSORWIRE_HTTP_PORT"], env["TENSORWIRE_GRPC_PORT"]) == ("3000", "50051")
+    assert (int(env["TENSORWIRE_HTTP_PORT"]), int(env["TENSORWIRE_GRPC_PORT"])) == (
+        Settings().http_port, Settings().grpc_port)
+    assert any("${EXTRAS:+[${EXTRAS}]}" in run for run in final.all("RUN"))
+    assert (ROOT / final.args["SERVICE_DIR"]).is_dir()
+
+
+def test_build_stage_copies_every_package_folder(stages):
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = {d.split("/")[0] for d in pyproject["tool"]["setuptools"]["package-dir"].values()}
+    copied = {name for sources, _ in stages[0].copies() for name in sources}
+    assert folders | {"pyproject.toml", pyproject["project"]["readme"]} <= copied
+    for name in copied:
+        assert (ROOT / name).exists(), name
+
+
+def test_kubernetes_manifests_agree(manifests, stages):
+    deployment, service, hpa = (manifests["Deployment"], manifests["Service"],
+                                manifests["HorizontalPodAutoscaler"])
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 3000, "grpc": 50051}
+    assert [str(p) for p in ports.values()] == stages[-1].one("EXPOSE").split()
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["grpc"] == {"port": 50051}
+    assert container["startupProbe"]["httpGet"]["path"] == "/livez"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == int(stages[-1].one("USER").split(":")[0])
+    env = {e["name"]: e for e in container["env"]}
+    grace = float(env["TENSORWIRE_GRACEFUL_TIMEOUT"]["value"])
+    assert pod["terminationGracePeriodSeconds"] > grace + 5  # preStop sleep + drain
+    assert env["TENSORWIRE_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    assert {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
+        "http": (3000, "http"), "grpc": (50051, "grpc")}
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": deployment["metadata"]["name"]}
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def test_compose_file_agrees(stages):
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    (svc,) = compose["services"].values()
+    assert (DOCKER / svc["build"]["context"] / svc["build"]["dockerfile"]).resolve() == (
+        DOCKER / "Dockerfile").resolve()
+    assert set(svc["build"]["args"]) <= set(stages[-1].args)
+    assert svc["ports"] == ["3000:3000", "50051:50051"]
+    assert int(svc["stop_grace_period"].rstrip("s")) > float(
+        svc["environment"]["TENSORWIRE_GRACEFUL_TIMEOUT"])
+
+
+def test_kubectl_parses_the_manifests():
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    # `kustomize` parses every resource offline; `apply --dry-run=client` also needs an
+    # API server for discovery, so it runs only when a cluster is reachable.
+    built = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True,
+                           timeout=60)
+    assert built.returncode == 0, built.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(built.stdout)}
+    assert kinds == {"Deployment", "Service", "HorizontalPodAutoscaler",
+                     "PodDisruptionBudget"}
+    reachable = subprocess.run([kubectl, "version", "--request-timeout=3s"],
+                               capture_output=True, timeout=30).returncode == 0
+    if reachable:
+        applied = subprocess.run([kubectl, "apply", "--dry-run=client", "-k", str(K8S)],
+                                 capture_output=True, text=True, timeout=60)
+        assert applied.returncode == 0, applied.stderr
