@@ -295,7 +295,16 @@ def pydantic_annotation(annotation: Any) -> Any:
 # Families of framework types, matched without importing the framework. The codec
 # modules that implement them register here as they land.
 def _register_builtin_families() -> None:
-    pass
+    # tf.Tensor is tensorflow.python.framework.tensor.Tensor; eager tensors
+    # (tensorflow.python.framework.ops.EagerTensor) have it in their MRO.
+    register_family(Family("numpy", class_named("numpy", "ndarray"),
+                           "tensorwire.codecs.tensor:build_numpy"))
+    register_family(Family("torch", class_named("torch", "Tensor"),
+                           "tensorwire.codecs.tensor:build_torch"))
+    register_family(Family("tensorflow", class_named("tensorflow", "Tensor"),
+                           "tensorwire.codecs.tensor:build_tensorflow"))
+    register_family(Family("pandas", class_named("pandas", "DataFrame"),
+                           "tensorwire.codecs.dataframe:build"))
 
 
 _register_builtin_families()
