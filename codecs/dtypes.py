@@ -103,12 +103,12 @@ def resolve(name: str) -> DTypeSpec:
 
     Raises ValueError naming the known types when there is none.
     """
-    key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
+    text = str(name).strip()
+    key = _ALIASES.get(text.lower(), text.lower())
     if key in BY_NAME:
         return BY_NAME[key]
-    try:
-        spec = from_numpy(np.dtype(key))
+    try:  # NumPy's own names and codes ("f4", "double", "U"); codes are case-sensitive
+        spec = from_numpy(np.dtype(text)) if text else None
     except TypeError:
         spec = None
     if spec is None:

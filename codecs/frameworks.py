@@ -173,6 +173,7 @@ class TensorflowFramework(Framework):
 
 def _utf8_strings(array: np.ndarray) -> np.ndarray:
     """tf.string elements (bytes) -> a NumPy unicode array; non-UTF-8 is an error."""
+    array = np.asarray(array, dtype=object)  # a rank-0 string tensor's numpy() is bytes
     flat = [b.decode("utf-8") if isinstance(b, bytes) else str(b) for b in array.ravel()]
     return np.array(flat, dtype=str).reshape(array.shape)
 

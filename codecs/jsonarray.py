@@ -2,7 +2,8 @@
 
 JSON numbers carry no dtype, so the declared `DType` types them: a value that the dtype
 cannot hold exactly in kind (1.5 for an int32, 300 for a uint8, a string for a float, a
-number too large for a float16) is an error, never silently cast. Without a declared
+number too large for a float16) is an error, never silently cast. Booleans read as
+0/1 and 0/1 as booleans, as pydantic's lax mode reads them. Without a declared
 dtype NumPy's inference applies (ints -> int64, floats -> float64, bools, strings).
 
 Forms JSON has no literal for:
@@ -68,11 +69,13 @@ def cast(array: np.ndarray, spec: DTypeSpec) -> np.ndarray:
     if kind == "U":
         raise _kind_error(array, spec)
     if spec.kind == "bool":
+        # As pydantic's lax mode reads a bool: true/false, or the integers 0 and 1.
+        if kind in "iu" and array.size and ((array == 0) | (array == 1)).all():
+            return array.astype(np.bool_)
         if kind != "b":
             raise _kind_error(array, spec)
         return array
-    if kind == "b":
-        raise _kind_error(array, spec)
+    # Numbers take booleans as 0 and 1 (pydantic's lax int/float do; NumPy mixes so).
     if spec.kind in ("int", "uint"):
         if kind == "f" and not (np.all(np.isfinite(array))
                                 and np.all(array == np.trunc(array))):

@@ -249,9 +249,10 @@ class TensorCodec(_Codec):
         raise UnsupportedBody(part.media_type, _ACCEPTED_BODIES)
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        array = self.to_numpy(value)
         if npy.wants(accept):
-            return HttpBody(npy.write(self.to_numpy(value)), npy.NPY)
-        return HttpBody(self.adapter.dump_json(value), "application/json")
+            return HttpBody(npy.write(array), npy.NPY)
+        return HttpBody(self.adapter.dump_json(array), "application/json")
 
     # ----------------------------------------------------------------- device transfer
     def iter_tensors(self, value: Any) -> list[Any]:
