@@ -26,8 +26,13 @@ MAX_HEADER = 10_000
 _MAGIC = b"\x93NUMPY"
 
 
-def read(data: bytes | bytearray | memoryview) -> np.ndarray:
-    """The array in a .npy body; FieldError for anything but a plain numeric/str array."""
+def read(data: bytes | bytearray | memoryview, declared: dtypes.DTypeSpec | None = None
+         ) -> np.ndarray:
+    """The array in a .npy body; FieldError for anything but a plain numeric/str array.
+
+    `np.save` writes bfloat16 arrays as anonymous 2-byte voids (`|V2`); where the
+    declared dtype is bfloat16 such a file is read as bfloat16.
+    """
     if len(data) < 10 or bytes(data[:6]) != _MAGIC:
         raise FieldError("the body is not a NumPy .npy file", type="npy")
     fp = io.BytesIO(data)
@@ -45,6 +50,9 @@ def read(data: bytes | bytearray | memoryview) -> np.ndarray:
         raise
     except Exception as exc:  # ValueError for a bad header, TypeError for odd descrs
         raise FieldError(f"malformed .npy header: {exc}", type="npy") from None
+    if (declared is dtypes.BFLOAT16 and dtype.kind == "V" and dtype.itemsize == 2
+            and dtype.fields is None):
+        dtype = dtypes.BFLOAT16.numpy()
     if dtype.hasobject:
         raise FieldError("object arrays are refused (they would need pickle)",
                          type="tensor_dtype")

@@ -28,8 +28,12 @@ def check_shape(shape: tuple[int, ...]) -> None:
         raise FieldError(f"shape {list(shape)} has a negative dimension", type="tensor_shape")
 
 
-def to_numpy(msg: Any, strings: str = "unicode") -> np.ndarray:
-    """The array a Tensor message holds; `strings="object"` gives str objects (frames)."""
+def to_numpy(msg: Any, strings: str = "unicode", data: Any = None) -> np.ndarray:
+    """The array a Tensor message holds; `strings="object"` gives str objects (frames).
+
+    `data`, when given, is the message's `data` field received apart from it (a view of
+    the request buffer, see `tensorwire.protowire`); the array is then a view of it.
+    """
     spec = dtypes.by_proto().get(msg.dtype)
     if spec is None:
         if msg.dtype == 0:
@@ -38,8 +42,12 @@ def to_numpy(msg: Any, strings: str = "unicode") -> np.ndarray:
     shape = tuple(msg.shape)
     check_shape(shape)
     count = math.prod(shape)
+    if data is None:
+        data = msg.data
+    elif msg.data:
+        raise FieldError("the tensor's data arrived twice", type="tensor_value")
     if spec.is_string:
-        if msg.data:
+        if len(data):
             raise FieldError("a string tensor carries its elements in `strings`, not `data`",
                              type="tensor_value")
         if len(msg.strings) != count:
@@ -54,7 +62,6 @@ def to_numpy(msg: Any, strings: str = "unicode") -> np.ndarray:
     if len(msg.strings):
         raise FieldError(f"a {spec.name} tensor carries its elements in `data`, "
                          "not `strings`", type="tensor_value")
-    data = msg.data
     expected = count * spec.itemsize
     if len(data) != expected:
         raise FieldError(f"shape {list(shape)} of {spec.name} needs {expected} bytes, "
@@ -87,8 +94,12 @@ def wire_array(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def fill(array: np.ndarray, msg: Any) -> None:
-    """Write `array` into a Tensor message: one copy of its bytes into the field."""
+def fill(array: np.ndarray, msg: Any, *, split: bool = False) -> memoryview | None:
+    """Write `array` into a Tensor message.
+
+    With `split`, the data is not set but returned as a byte view of the (contiguous,
+    little-endian) array, for the caller to append to the wire (`protowire`).
+    """
     array = wire_array(array)
     spec = dtypes.from_numpy(array.dtype)
     assert spec is not None
@@ -97,4 +108,7 @@ def fill(array: np.ndarray, msg: Any) -> None:
     if spec.is_string:
         msg.strings.extend(str(s) for s in array.ravel().tolist())
     elif array.size:
+        if split:
+            return memoryview(array.reshape(-1).view(np.uint8))
         msg.data = array.tobytes()
+    return None

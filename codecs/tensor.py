@@ -131,6 +131,7 @@ class TensorCodec(_Codec):
     """A tensor of one framework: nested lists in JSON, `tensorwire.v1.Tensor` in gRPC."""
 
     element_is_message = True
+    raw_bytes_field = "data"
     body_media = "application/json"
     output_media = "application/json"
 
@@ -231,11 +232,18 @@ class TensorCodec(_Codec):
     def fill_proto(self, value: Any, msg: Any) -> None:
         prototensor.fill(self.to_numpy(value), msg)
 
+    def fill_proto_split(self, value: Any, msg: Any) -> Any | None:
+        msg.SetInParent()
+        return prototensor.fill(self.to_numpy(value), msg, split=True)
+
+    def from_proto_split(self, raw: Any, data: Any) -> Any:
+        return prototensor.to_numpy(raw, data=data)
+
     # ----------------------------------------------------------------- HTTP
     async def decode_body(self, body: Part, ctx: Any) -> Any:
         media = body.media_type
         if media == npy.NPY:
-            return npy.read(await body.read())
+            return npy.read(await body.read(), self.spec.dtype)
         if media is None or is_json_media(media):
             data = await body.read()
             return JsonText(data) if data.strip() else MISSING
@@ -243,7 +251,7 @@ class TensorCodec(_Codec):
 
     async def decode_part(self, part: Part, ctx: Any) -> Any:
         if part.media_type == npy.NPY:
-            return npy.read(await part.read())
+            return npy.read(await part.read(), self.spec.dtype)
         if part.media_type in (None, "text/plain") or is_json_media(part.media_type):
             return JsonText(await part.read())
         raise UnsupportedBody(part.media_type, _ACCEPTED_BODIES)

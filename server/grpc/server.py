@@ -75,7 +75,7 @@ class GrpcEndpoint:
                     result = await self.runtime.call(self.api, kwargs, ctx)
             except TimeoutError:
                 raise DeadlineExceeded("the call's deadline passed") from None
-            out = self.messages.response(result).SerializeToString()
+            out = self.messages.response_bytes(result)
             await self._send_headers(context, ctx)
             return out
         except asyncio.CancelledError:
@@ -100,7 +100,7 @@ class GrpcEndpoint:
                 if not sent_headers:
                     await self._send_headers(context, ctx)
                     sent_headers = True
-                yield self.messages.response(chunk).SerializeToString()
+                yield self.messages.response_bytes(chunk)
         except asyncio.CancelledError:
             ctx.cancel()
             raise
