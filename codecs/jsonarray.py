@@ -55,11 +55,12 @@ def from_json(value: Any, spec: DTypeSpec | None) -> np.ndarray:
         return np.empty(shape, spec.numpy() if not spec.is_string else "<U1")
     if spec.kind == "complex":
         return _complex(array, spec)
-    return cast(array, spec)
+    return cast(array, spec, value)
 
 
-def cast(array: np.ndarray, spec: DTypeSpec) -> np.ndarray:
-    """`array` (as NumPy inferred it from JSON) in dtype `spec`, checked for exactness."""
+def cast(array: np.ndarray, spec: DTypeSpec, source: Any = None) -> np.ndarray:
+    """`array` (as NumPy inferred it from JSON `source`) in dtype `spec`, checked for
+    exactness."""
     kind = array.dtype.kind
     target = spec.numpy()
     if spec.kind == "string":
@@ -85,6 +86,14 @@ def cast(array: np.ndarray, spec: DTypeSpec) -> np.ndarray:
         if array.size and (array.min() < info.min or array.max() > info.max):
             raise FieldError(f"a value is out of range for {spec.name} "
                              f"[{info.min}, {info.max}]", type="tensor_value")
+        if kind == "f" and source is not None:
+            # NumPy infers float64 for ints beyond int64 beside small ones (2**63 + 1, 0):
+            # convert the JSON numbers themselves, exactly.
+            try:
+                return np.array(source, dtype=target)
+            except OverflowError:
+                raise FieldError(f"a value is out of range for {spec.name} "
+                                 f"[{info.min}, {info.max}]", type="tensor_value") from None
         return array.astype(target)
     # float
     with np.errstate(over="ignore"):
@@ -176,6 +185,27 @@ def _kind_error(array: np.ndarray, spec: DTypeSpec) -> FieldError:
 
 
 # ---------------------------------------------------------------------- output
+
+
+def dumps(array: np.ndarray) -> bytes | None:
+    """JSON text of a real, finite array straight from its buffer (orjson), else None.
+
+    Floats are widened to float64 first: orjson then writes each value's shortest
+    float64 form, which reads back to the very same float16/float32 (a float32's own
+    shortest form, read as float64 and rounded again, need not).
+    """
+    spec = dtypes.from_numpy(array.dtype)
+    if spec is None or array.ndim == 0 or spec.kind in ("complex", "string"):
+        return None
+    if spec.kind == "float":
+        if array.size and not np.isfinite(array).all():
+            return None
+        array = array.astype(np.float64)
+    import orjson
+
+    return orjson.dumps(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")),
+                        option=orjson.OPT_SERIALIZE_NUMPY)
+
 
 
 def to_json(array: np.ndarray) -> Any:

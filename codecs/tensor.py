@@ -260,7 +260,10 @@ class TensorCodec(_Codec):
         array = self.to_numpy(value)
         if npy.wants(accept):
             return HttpBody(npy.write(array), npy.NPY)
-        return HttpBody(self.adapter.dump_json(array), "application/json")
+        text = jsonarray.dumps(array)
+        if text is None:  # NaN/inf, complex, strings, rank 0: the general path
+            text = self.adapter.dump_json(array)
+        return HttpBody(text, "application/json")
 
     # ----------------------------------------------------------------- device transfer
     def iter_tensors(self, value: Any) -> list[Any]:

@@ -124,6 +124,10 @@ def test_json_integral_floats_and_large_unsigned_ints_are_exact() -> None:
     big = adapter(t.Annotated[np.ndarray, DType("uint64")]).validate_json(
         b"[18446744073709551615]")
     assert big.dtype == np.uint64 and int(big[0]) == 2**64 - 1
+    # NumPy alone would infer float64 here and lose the low bit.
+    mixed = adapter(t.Annotated[np.ndarray, DType("uint64")]).validate_json(
+        b"[9223372036854775809, 0]")
+    assert mixed.tolist() == [2**63 + 1, 0]
 
 
 def test_json_booleans_and_numbers_read_like_pydantic_lax_mode() -> None:
