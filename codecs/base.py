@@ -247,6 +247,9 @@ class Codec:
     body_media: ClassVar[str] = "application/json"
     #: Media type of this codec's HTTP responses (documentation; encode_http decides).
     output_media: ClassVar[str] = "application/json"
+    #: Binary media types read as a raw body and written when Accept asks for them,
+    #: besides the JSON form (documentation, e.g. `application/x-npy` for tensors).
+    binary_media: ClassVar[tuple[str, ...]] = ()
 
     async def decode_body(self, body: Part, ctx: Any) -> Any:
         """A root input from the raw request body (a Part with the root field's name).

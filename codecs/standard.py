@@ -282,6 +282,7 @@ class OptionalCodec(Codec):
         self.body_media = inner.body_media  # type: ignore[misc]
         self.output_media = inner.output_media  # type: ignore[misc]
         self.raw_bytes_field = inner.raw_bytes_field  # type: ignore[misc]
+        self.binary_media = inner.binary_media  # type: ignore[misc]
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self.inner.proto_type(builder, name_hint)

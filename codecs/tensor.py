@@ -134,6 +134,7 @@ class TensorCodec(_Codec):
     raw_bytes_field = "data"
     body_media = "application/json"
     output_media = "application/json"
+    binary_media = (npy.NPY,)
 
     def __init__(self, python_type: Any, spec: TensorSpec, metadata: tuple[Any, ...] = ()
                  ) -> None:

@@ -196,6 +196,11 @@ def test_schema_documents_tensors_and_frames(pool: t.Any) -> None:
         "pandas-dataframe", "columns", ["item", "qty", "price"])
     vector = schema("retrieval")["nearest"]["input"]["properties"]["query"]["properties"]
     assert vector["vector"]["dtype"] == "float16"
+    with urllib.request.urlopen(pool("iris").server.http_url + "/docs.json") as resp:
+        predict = json.loads(resp.read())["paths"]["/predict"]["post"]
+    assert set(predict["requestBody"]["content"]) == {"application/json", "application/x-npy"}
+    assert set(predict["responses"]["200"]["content"]) == {"application/json",
+                                                           "application/x-npy"}
 
 
 def test_the_server_keeps_serving_after_every_rejection(pool: t.Any) -> None:
