@@ -10,6 +10,7 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from tensorwire import IODescriptor
 from tensorwire.codecs import codec_for, transfer
 
 
@@ -93,10 +94,6 @@ def test_no_tensors_is_a_no_op() -> None:
 
 
 def test_codecs_report_only_device_tensors_to_the_runtime() -> None:
-    class Result(BaseModel):
-        model_config = ConfigDict(arbitrary_types_allowed=True)
-        a: t.Any
-
     codec = codec_for(list[torch.Tensor])
     assert codec.has_tensors
     assert codec.iter_tensors([torch.zeros(1), torch.ones(1)]) == []  # CPU: nothing to move
@@ -126,3 +123,57 @@ def test_cuda_output_of_a_service_is_encoded_after_one_transfer() -> None:
     value = torch.arange(6, device="cuda", dtype=torch.float32).reshape(2, 3)
     host = transfer.outputs_to_host(value, codec.iter_tensors(value))
     assert codec.encode_http(host, None).content == b"[[0.0,1.0,2.0],[3.0,4.0,5.0]]"
+
+
+class Scores(IODescriptor):
+    logits: torch.Tensor
+    features: list[torch.Tensor]
+    label: str
+
+
+async def test_runtime_moves_a_response_in_one_transfer_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime path on CPU, with CPU tensors standing in for CUDA ones."""
+    import threading
+
+    import tensorwire
+    from tensorwire.codecs.frameworks import TorchFramework
+    from tensorwire.runtime import ServiceRuntime
+
+    @tensorwire.service
+    class Model:
+        @tensorwire.api
+        def run(self) -> Scores:
+            return Scores(logits=torch.zeros(2), features=[torch.ones(3), torch.ones(1)],
+                          label="x")
+
+    calls: list[tuple[str, str]] = []
+
+    class FakeCuda(transfer.TorchOps):
+        def device_of(self, tensor: t.Any) -> Device:
+            return GPU0
+
+        def batched(self, device: t.Any) -> bool:
+            return True
+
+        def copy_async(self, tensor: t.Any) -> t.Any:
+            calls.append(("copy", threading.current_thread().name))
+            return tensor.clone()
+
+        def synchronize(self, device: t.Any) -> None:
+            calls.append(("sync", threading.current_thread().name))
+
+    monkeypatch.setattr(TorchFramework, "is_device_tensor",
+                        lambda self, value: isinstance(value, torch.Tensor))
+    monkeypatch.setattr(transfer, "TorchOps", FakeCuda)
+    spec = tensorwire.get_service_spec(Model)
+    runtime = ServiceRuntime(spec)
+    try:
+        value = Model().run()
+        host = await runtime.to_host(spec.apis["run"], value)
+    finally:
+        await runtime.close()
+    assert [c[0] for c in calls] == ["copy", "copy", "copy", "sync"]
+    assert all(name.startswith("tensorwire-api") for _, name in calls)
+    assert host.logits is not value.logits and torch.equal(host.logits, value.logits)
+    assert host.features[0] is not value.features[0] and host.label == "x"
