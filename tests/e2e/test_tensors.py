@@ -207,3 +207,24 @@ def test_the_server_keeps_serving_after_every_rejection(pool: t.Any) -> None:
     sender = pool("iris")
     for wire in ("json", "npy", "grpc"):
         assert sender.call(wire, "classify", {"x": X}).ok
+
+
+@pytest.mark.slow
+def test_the_iris_example_serves_from_the_cli() -> None:
+    import io
+    import urllib.request
+
+    from tensorwire.codecs import npy
+    from tests.support.servers import spawn_cli
+
+    server = spawn_cli("examples.iris:Iris")
+    try:
+        buf = io.BytesIO()
+        np.save(buf, X)
+        req = urllib.request.Request(server.http_url + "/predict", data=buf.getvalue(),
+                                     headers={"Content-Type": npy.NPY, "Accept": npy.NPY})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            out = np.load(io.BytesIO(resp.read()), allow_pickle=False)
+        np.testing.assert_array_equal(out, probabilities(X)(Iris()))
+    finally:
+        server.stop()
