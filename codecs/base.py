@@ -208,8 +208,24 @@ class Codec:
         """Write one value into a message element (message element types)."""
         raise NotImplementedError
 
+    def fill_proto_split(self, value: Any, msg: Any) -> Any | None:
+        """`fill_proto`, except that the `raw_bytes_field` is returned, not set.
+
+        The caller appends the returned buffer to the serialised message itself (see
+        `tensorwire.protowire`); None means there is nothing to append.
+        """
+        self.fill_proto(value, msg)
+        return None
+
+    def from_proto_split(self, raw: Any, data: Any) -> Any:
+        """`from_proto` for a message whose `raw_bytes_field` arrives separately as `data`."""
+        return self.from_proto(raw)
+
     #: Whether one element is a protobuf message (else a scalar or enum).
     element_is_message: ClassVar[bool] = False
+    #: A bytes field of the element message big enough to bypass the protobuf runtime
+    #: (`Tensor.data`): written and read without copies through `protowire`.
+    raw_bytes_field: ClassVar[str | None] = None
     #: Whether the field is repeated or a map (such a codec cannot nest inside another).
     is_container: ClassVar[bool] = False
 
@@ -236,6 +252,9 @@ class Codec:
     body_media: ClassVar[str] = "application/json"
     #: Media type of this codec's HTTP responses (documentation; encode_http decides).
     output_media: ClassVar[str] = "application/json"
+    #: Binary media types read as a raw body and written when Accept asks for them,
+    #: besides the JSON form (documentation, e.g. `application/x-npy` for tensors).
+    binary_media: ClassVar[tuple[str, ...]] = ()
 
     async def decode_body(self, body: Part, ctx: Any) -> Any:
         """A root input from the raw request body (a Part with the root field's name).

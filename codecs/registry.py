@@ -335,6 +335,16 @@ def _register_builtin_families() -> None:
         "tensorwire.codecs.files:build"))
     register_family(Family("image", class_named("PIL.Image", "Image"),
                            "tensorwire.codecs.image:build"))
+    # tf.Tensor is tensorflow.python.framework.tensor.Tensor; eager tensors
+    # (tensorflow.python.framework.ops.EagerTensor) have it in their MRO.
+    register_family(Family("numpy", class_named("numpy", "ndarray"),
+                           "tensorwire.codecs.tensor:build_numpy"))
+    register_family(Family("torch", class_named("torch", "Tensor"),
+                           "tensorwire.codecs.tensor:build_torch"))
+    register_family(Family("tensorflow", class_named("tensorflow", "Tensor"),
+                           "tensorwire.codecs.tensor:build_tensorflow"))
+    register_family(Family("pandas", class_named("pandas", "DataFrame"),
+                           "tensorwire.codecs.dataframe:build"))
 
 
 _register_builtin_families()

@@ -376,6 +376,8 @@ class OptionalCodec(Codec):
         self.has_tensors = inner.has_tensors  # type: ignore[misc]
         self.body_media = inner.body_media  # type: ignore[misc]
         self.output_media = inner.output_media  # type: ignore[misc]
+        self.raw_bytes_field = inner.raw_bytes_field  # type: ignore[misc]
+        self.binary_media = inner.binary_media  # type: ignore[misc]
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self.inner.proto_type(builder, name_hint)
@@ -388,6 +390,12 @@ class OptionalCodec(Codec):
 
     def fill_proto(self, value: Any, msg: Any) -> None:
         self.inner.fill_proto(value, msg)
+
+    def fill_proto_split(self, value: Any, msg: Any) -> Any | None:
+        return self.inner.fill_proto_split(value, msg)
+
+    def from_proto_split(self, raw: Any, data: Any) -> Any:
+        return self.inner.from_proto_split(raw, data)
 
     def read_field(self, msg: Any, name: str) -> Any:
         value = self.inner.read_field(msg, name)

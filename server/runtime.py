@@ -208,7 +208,11 @@ class ServiceRuntime:
             raise
 
     async def to_host(self, api: APISpec, value: Any) -> Any:
-        """Move every device tensor of an output to the host in one batched transfer."""
+        """Move every device tensor of an output to the host in one batched transfer.
+
+        The copies end in a device synchronisation, so they run in the thread pool,
+        never on the event loop; an output without device tensors returns at once.
+        """
         codec = api.output.codec
         if not codec.has_tensors:
             return value
@@ -217,7 +221,9 @@ class ServiceRuntime:
             return value
         from .codecs import transfer
 
-        return transfer.outputs_to_host(value, tensors, codec)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, transfer.outputs_to_host, value,
+                                          tensors)
 
 
 def _argument_layout(api: APISpec) -> Callable[[dict[str, Any], Context], tuple[tuple, dict]]:

@@ -140,8 +140,9 @@ def _multipart_encoding(api: APISpec) -> dict[str, Any]:
 def _request_body(api: APISpec, schemas: dict[str, Any]) -> dict[str, Any]:
     if api.is_root:
         schema = openapi_files(_lift_defs(root_schema(api, _REF), schemas))
+        codec = api.root_field.codec
         return {"required": api.root_field.required,
-                "content": {api.root_field.codec.body_media: {"schema": schema}}}
+                "content": {codec.body_media: {"schema": schema}, **_binary(codec)}}
     schema = openapi_files(_lift_defs(input_schema(api, _REF), schemas))
     required = any(f.required for f in api.fields) or bool(api.fields)
     if api.has_files:
@@ -157,6 +158,11 @@ def _lift_defs(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any
     for name, definition in schema.pop("$defs", {}).items():
         schemas.setdefault(name, definition)
     return schema
+
+
+def _binary(codec: Any) -> dict[str, Any]:
+    """Alternative binary media types of a codec (`application/x-npy` for tensors)."""
+    return {m: {"schema": {"type": "string", "format": "binary"}} for m in codec.binary_media}
 
 
 def _error_response(description: str) -> dict[str, Any]:
@@ -183,7 +189,8 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
             "tags": [spec.name],
             "responses": {
                 "200": {"description": "Successful response",
-                        "content": {media: {"schema": out}}},
+                        "content": {media: {"schema": out},
+                                    **({} if api.output.stream else _binary(api.output.codec))}},
                 "400": _error_response("Invalid input"),
                 "413": _error_response("Request too large"),
                 "415": _error_response("Unsupported media type"),

@@ -85,7 +85,7 @@ class GrpcEndpoint:
         try:
             kwargs = self._decode(data, ctx)
             result = await self.runtime.call(self.api, kwargs, ctx, context.time_remaining())
-            out = self.messages.response(result).SerializeToString()
+            out = self.messages.response_bytes(result)
             await self._send_headers(context, ctx)
             sent = len(out)
             return out
@@ -118,7 +118,7 @@ class GrpcEndpoint:
                 if not sent_headers:
                     await self._send_headers(context, ctx)
                     sent_headers = True
-                out = self.messages.response(chunk).SerializeToString()
+                out = self.messages.response_bytes(chunk)
                 sent += len(out)
                 yield out
         except asyncio.CancelledError:

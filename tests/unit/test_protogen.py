@@ -69,6 +69,16 @@ class EverySvc:
         return first
 
 
+def protoc(*args: str) -> int:
+    """grpc_tools' protoc in a subprocess: in-process it can crash a worker that has
+    loaded TensorFlow (which bundles its own protobuf)."""
+    import grpc_tools
+
+    include = str(Path(grpc_tools.__file__).parent / "_proto")
+    return subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{include}", *args],
+                          timeout=60).returncode
+
+
 def proto() -> ServiceProto:
     return ServiceProto(tensorwire.get_service_spec(EverySvc))
 
@@ -163,13 +173,9 @@ def test_cli_proto_output_compiles_with_protoc(tmp_path: Path):
     pkg = tmp_path / "review_analyzer"
     pkg.mkdir()
     (pkg / "review_analyzer.proto").write_text(out.stdout)
-    import grpc_tools
-    from grpc_tools import protoc
-
-    include = str(Path(grpc_tools.__file__).parent / "_proto")
     proto_root = str(Path(tensorwire.v1.__file__).parents[2])
-    rc = protoc.main(["protoc", f"-I{tmp_path}", f"-I{proto_root}", f"-I{include}",
-                      f"--python_out={tmp_path}", "review_analyzer/review_analyzer.proto"])
+    rc = protoc(f"-I{tmp_path}", f"-I{proto_root}", f"--python_out={tmp_path}",
+                "review_analyzer/review_analyzer.proto")
     assert rc == 0
     assert (pkg / "review_analyzer_pb2.py").exists()
 
@@ -182,12 +188,9 @@ def test_field_descriptions_become_comments():
 
 def test_types_proto_matches_its_descriptor_set(tmp_path: Path):
     """types.binpb is what protoc makes of types.proto (run `make proto` after edits)."""
-    from grpc_tools import protoc
-
     root = Path(tensorwire.v1.__file__).parents[2]
     out = tmp_path / "types.binpb"
-    rc = protoc.main(["protoc", f"-I{root}", f"--descriptor_set_out={out}",
-                      "tensorwire/v1/types.proto"])
+    rc = protoc(f"-I{root}", f"--descriptor_set_out={out}", "tensorwire/v1/types.proto")
     assert rc == 0
     assert out.read_bytes() == (Path(tensorwire.v1.__file__).parent / "types.binpb").read_bytes()
 

@@ -1,0 +1,381 @@
+"""The tensor codec: `np.ndarray`, `torch.Tensor`, `tf.Tensor` on every wire.
+
+One `TensorCodec` per annotation carries a `TensorSpec` (framework, `Shape`, `DType`)
+and applies it through one pydantic core schema, so every wire form and framework is
+validated by the same code:
+
+- JSON mode (JSON bodies and JSON multipart parts) gets nested lists, or a bare value
+  for rank 0 (`jsonarray`);
+- Python mode gets the arrays that the binary decoders made (`tensorwire.v1.Tensor`
+  via `prototensor`, `.npy` bodies and parts via `npy`) or whatever user code passes:
+  a tensor of any of the three frameworks, NumPy scalars, nested lists.
+
+A value of the declared framework is checked in place (shape and dtype are metadata:
+no copy); one from elsewhere goes through NumPy. Outputs are encoded from NumPy: JSON,
+`.npy` when the request's Accept prefers `application/x-npy`, or a Tensor message; an
+output is held to its declared dtype and shape too (a mismatch is the service's bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
+
+import numpy as np
+
+from . import dtypes, jsonarray, npy, prototensor
+from .base import (
+    MISSING,
+    FieldError,
+    HttpBody,
+    JsonText,
+    Part,
+    ProtoBuilder,
+    ProtoType,
+    UnsupportedBody,
+    is_json_media,
+)
+from .base import Codec as _Codec
+from .dtypes import DTypeSpec
+from .frameworks import NUMPY, TENSORFLOW, TORCH, Framework, framework_of
+from .registry import CodecMarker
+from .validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
+
+_ACCEPTED_BODIES = "application/json or application/x-npy"
+
+
+def format_shape(dims: tuple[int, ...]) -> str:
+    """`(2, 3)`, `(*, 4)`, `(4,)`, `()`: a tuple as Python writes it, `*` for -1."""
+    items = ["*" if d == -1 else str(d) for d in dims]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a tensor annotation declares: its framework, and optionally shape and dtype."""
+
+    framework: Framework
+    shape: Shape | None = None
+    dtype: DTypeSpec | None = None
+
+    def describe(self) -> str:
+        parts = [self.framework.label]
+        if self.dtype is not None:
+            parts.append(f"of {self.dtype.name}")
+        if self.shape is not None:
+            parts.append(f"with shape {format_shape(self.shape.dims)}")
+        return " ".join(parts)
+
+    def check(self, shape: tuple[int, ...], spec: DTypeSpec | None, dtype_name: str) -> None:
+        """The one rule for every wire and framework: dtype first, then rank and sizes."""
+        if spec is None:
+            raise FieldError(f"dtype {dtype_name} is not supported; use one of "
+                             f"{', '.join(d.name for d in dtypes.TABLE)}", type="tensor_dtype")
+        if self.dtype is not None and spec is not self.dtype:
+            raise FieldError(f"expected dtype {self.dtype.name}, got {spec.name}",
+                             type="tensor_dtype")
+        if not self.framework.supports(spec):
+            raise FieldError(f"{self.framework.label} cannot hold {spec.name} elements",
+                             type="tensor_dtype")
+        want = self.shape
+        if want is not None and not want.matches(shape):
+            if len(shape) != len(want.dims):
+                msg = (f"expected rank {len(want.dims)} (shape {format_shape(want.dims)}), "
+                       f"got rank {len(shape)} (shape {format_shape(shape)})")
+            else:
+                msg = f"expected shape {format_shape(want.dims)}, got {format_shape(shape)}"
+            raise FieldError(msg, type="tensor_shape")
+
+    def fit_empty(self, array: np.ndarray) -> np.ndarray:
+        """`[]` in JSON has lost its inner dimensions; give back the declared ones."""
+        if self.shape is None or array.size or array.ndim >= len(self.shape.dims):
+            return array
+        dims = self.shape.dims
+        if not all(w in (-1, g) for w, g in zip(dims, array.shape, strict=False)):
+            return array
+        rest = tuple(0 if d == -1 else d for d in dims[array.ndim:])
+        return array.reshape(array.shape + rest)
+
+
+class TensorSchema(CodecMarker):
+    """The pydantic face of a tensor codec (the metadata of its annotation)."""
+
+    def __init__(self, codec: TensorCodec) -> None:
+        self.codec = codec
+
+    def __repr__(self) -> str:
+        return f"TensorSchema({self.codec.spec.describe()})"
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema as cs
+
+        codec = self.codec
+        return cs.json_or_python_schema(
+            json_schema=cs.no_info_plain_validator_function(codec.validate_json),
+            python_schema=cs.no_info_plain_validator_function(codec.validate_python),
+            serialization=cs.plain_serializer_function_ser_schema(
+                codec.serialize, info_arg=True, when_used="always"),
+        )
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return self.codec.json_schema()
+
+
+def _pydantic_error(exc: FieldError) -> Exception:
+    from pydantic_core import PydanticCustomError
+
+    return PydanticCustomError(exc.type, "{msg}", {"msg": exc.msg})
+
+
+class TensorCodec(_Codec):
+    """A tensor of one framework: nested lists in JSON, `tensorwire.v1.Tensor` in gRPC."""
+
+    element_is_message = True
+    raw_bytes_field = "data"
+    body_media = "application/json"
+    output_media = "application/json"
+    binary_media = (npy.NPY,)
+
+    def __init__(self, python_type: Any, spec: TensorSpec, metadata: tuple[Any, ...] = ()
+                 ) -> None:
+        self.spec = spec
+        base = get_origin(python_type) or python_type
+        super().__init__(python_type, Annotated[(base, TensorSchema(self), *metadata)])
+        # Any tensor output may be (or hold) a CUDA torch tensor: the runtime asks.
+        self.has_tensors = True  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"TensorCodec({self.spec.describe()})"
+
+    # ----------------------------------------------------------------- validation
+    def validate_json(self, value: Any) -> Any:
+        try:
+            return self.spec.framework.from_numpy(self._from_json(value))
+        except FieldError as exc:
+            raise _pydantic_error(exc) from None
+
+    def validate_python(self, value: Any) -> Any:
+        spec = self.spec
+        fw = framework_of(value)
+        try:
+            if fw is spec.framework:
+                spec.check(fw.shape(value), fw.dtype(value), fw.dtype_name(value))
+                return value if fw is not NUMPY else np.asarray(value)
+            if fw is not None:
+                array = fw.to_numpy(value)
+                self._check(array)
+                return spec.framework.from_numpy(array)
+            if isinstance(value, list | tuple | bool | int | float | str):
+                return spec.framework.from_numpy(self._from_json(value))
+        except FieldError as exc:
+            raise _pydantic_error(exc) from None
+        from pydantic_core import PydanticCustomError
+
+        raise PydanticCustomError(
+            "tensor_type", "{msg}",
+            {"msg": f"expected {spec.framework.label}, nested lists or a number, "
+                    f"got {type(value).__name__}"})
+
+    def _from_json(self, value: Any) -> np.ndarray:
+        array = self.spec.fit_empty(jsonarray.from_json(value, self.spec.dtype))
+        self._check(array)
+        return array
+
+    def _check(self, array: np.ndarray) -> None:
+        if array.dtype.hasobject:
+            raise FieldError("object arrays are not tensors", type="tensor_dtype")
+        self.spec.check(array.shape, dtypes.from_numpy(array.dtype), str(array.dtype))
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """An output (or client-side input) as a NumPy array held to the declaration."""
+        fw = framework_of(value)
+        if fw is not None:
+            array = fw.to_numpy(value)
+        elif isinstance(value, list | tuple | bool | int | float | str):
+            array = jsonarray.from_json(value, self.spec.dtype)
+        else:
+            raise FieldError(f"expected {self.spec.framework.label}, got "
+                             f"{type(value).__name__}", type="tensor_type")
+        self._check(array)
+        return array
+
+    def serialize(self, value: Any, info: Any) -> Any:
+        if info.mode_is_json():
+            return jsonarray.to_json(self.to_numpy(value))
+        return value
+
+    def json_schema(self) -> dict[str, Any]:
+        spec = self.spec
+        schema: dict[str, Any] = {"type": "array", "format": spec.framework.format}
+        element = _element_schema(spec.dtype)
+        if spec.shape is not None:
+            nested = element
+            for dim in reversed(spec.shape.dims):
+                nested = {"type": "array", "items": nested}
+                if dim != -1:
+                    nested["minItems"] = nested["maxItems"] = dim
+            if not spec.shape.dims:  # rank 0: the bare element
+                nested = dict(element)
+            schema = {**nested, "format": spec.framework.format}
+        if spec.dtype is not None:
+            schema["dtype"] = spec.dtype.name
+        if spec.shape is not None:
+            schema["shape"] = list(spec.shape.dims)
+        return schema
+
+    # ----------------------------------------------------------------- protobuf
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType.message(builder.well_known("tensorwire.v1.Tensor"))
+
+    def from_proto(self, raw: Any) -> Any:
+        return prototensor.to_numpy(raw)
+
+    def fill_proto(self, value: Any, msg: Any) -> None:
+        prototensor.fill(self.to_numpy(value), msg)
+
+    def fill_proto_split(self, value: Any, msg: Any) -> Any | None:
+        msg.SetInParent()
+        return prototensor.fill(self.to_numpy(value), msg, split=True)
+
+    def from_proto_split(self, raw: Any, data: Any) -> Any:
+        return prototensor.to_numpy(raw, data=data)
+
+    # ----------------------------------------------------------------- HTTP
+    async def decode_body(self, body: Part, ctx: Any) -> Any:
+        media = body.media_type
+        if media == npy.NPY:
+            return npy.read(await body.read(), self.spec.dtype)
+        if media is None or is_json_media(media):
+            data = await body.read()
+            return JsonText(data) if data.strip() else MISSING
+        raise UnsupportedBody(media, _ACCEPTED_BODIES)
+
+    async def decode_part(self, part: Part, ctx: Any) -> Any:
+        if part.media_type == npy.NPY:
+            return npy.read(await part.read(), self.spec.dtype)
+        if part.media_type in (None, "text/plain") or is_json_media(part.media_type):
+            return JsonText(await part.read())
+        raise UnsupportedBody(part.media_type, _ACCEPTED_BODIES)
+
+    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
+        array = self.to_numpy(value)
+        if npy.wants(accept):
+            return HttpBody(npy.write(array), npy.NPY)
+        text = jsonarray.dumps(array)
+        if text is None:  # NaN/inf, complex, strings, rank 0: the general path
+            text = self.adapter.dump_json(array)
+        return HttpBody(text, "application/json")
+
+    # ----------------------------------------------------------------- device transfer
+    def iter_tensors(self, value: Any) -> list[Any]:
+        return [value] if TORCH.is_device_tensor(value) else []
+
+
+_NONFINITE = {"enum": ["NaN", "Infinity", "-Infinity"]}
+
+
+def _element_schema(spec: DTypeSpec | None) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    if spec.kind == "float":
+        return {"anyOf": [{"type": "number"}, _NONFINITE]}
+    if spec.kind == "complex":
+        return {"type": "array", "items": {"anyOf": [{"type": "number"}, _NONFINITE]},
+                "minItems": 2, "maxItems": 2}
+    return {"type": spec.json_type}
+
+
+# ---------------------------------------------------------------------- building
+
+
+def build_numpy(base: Any, metadata: tuple[Any, ...], annotation: Any) -> TensorCodec:
+    return _build(NUMPY, base, metadata)
+
+
+def build_torch(base: Any, metadata: tuple[Any, ...], annotation: Any) -> TensorCodec:
+    return _build(TORCH, base, metadata)
+
+
+def build_tensorflow(base: Any, metadata: tuple[Any, ...], annotation: Any) -> TensorCodec:
+    return _build(TENSORFLOW, base, metadata)
+
+
+def _build(fw: Framework, base: Any, metadata: tuple[Any, ...]) -> TensorCodec:
+    shape: Shape | None = None
+    dtype: DTypeSpec | None = None
+    rest: list[Any] = []
+    for m in metadata:
+        if isinstance(m, Shape):
+            if shape is not None and shape != m:
+                raise TypeError(f"two different shapes {shape} and {m}")
+            shape = m
+        elif isinstance(m, DType):
+            try:
+                spec = dtypes.resolve(m.name)
+            except ValueError as exc:
+                raise TypeError(str(exc)) from None
+            if dtype is not None and dtype is not spec:
+                raise TypeError(f"two different dtypes {dtype} and {spec}")
+            dtype = spec
+        elif isinstance(m, ContentType | DataframeSchema):
+            raise TypeError(f"{type(m).__name__} does not apply to {fw.label}")
+        elif not isinstance(m, FieldNumber):
+            rest.append(m)
+    typed_shape, typed_dtype = _numpy_type_args(base) if fw is NUMPY else (None, None)
+    if typed_shape is not None:
+        if shape is not None and len(shape.dims) != len(typed_shape.dims):
+            raise TypeError(f"Shape{shape} disagrees with the annotation's rank "
+                            f"{len(typed_shape.dims)}")
+        shape = shape or typed_shape
+    if typed_dtype is not None:
+        if dtype is not None and dtype is not typed_dtype:
+            raise TypeError(f"DType({dtype.name!r}) disagrees with the annotation's "
+                            f"{typed_dtype.name}")
+        dtype = typed_dtype
+    if dtype is not None and not fw.supports(dtype):
+        if fw is NUMPY:
+            raise TypeError("bfloat16 NumPy arrays need the ml_dtypes package")
+        raise TypeError(f"{fw.label} cannot hold {dtype.name} elements")
+    return TensorCodec(base, TensorSpec(fw, shape, dtype), tuple(rest))
+
+
+def _numpy_type_args(base: Any) -> tuple[Shape | None, DTypeSpec | None]:
+    """`np.ndarray[tuple[int, int], np.dtype[np.float16]]` -> (Shape((-1, -1)), float16)."""
+    args = get_args(base)
+    if len(args) != 2:
+        return None, None
+    shape_arg, dtype_arg = args
+    return _typed_shape(shape_arg), _typed_dtype(dtype_arg)
+
+
+def _typed_shape(arg: Any) -> Shape | None:
+    if get_origin(arg) is not tuple:
+        return None
+    items = get_args(arg)
+    if len(items) == 2 and items[1] is Ellipsis:
+        return None
+    if items == ((),):  # tuple[()] spelled the old way
+        items = ()
+    dims = []
+    for item in items:
+        if get_origin(item) is Literal and len(get_args(item)) == 1:
+            dims.append(int(get_args(item)[0]))
+        else:
+            dims.append(-1)
+    return Shape(dims)
+
+
+def _typed_dtype(arg: Any) -> DTypeSpec | None:
+    if get_origin(arg) is not np.dtype:
+        return None
+    (scalar,) = get_args(arg) or (Any,)
+    if scalar is Any or isinstance(scalar, TypeVar):
+        return None
+    try:
+        spec = dtypes.from_numpy(np.dtype(scalar))
+    except TypeError:
+        spec = None
+    if spec is None:
+        raise TypeError(f"np.dtype[{getattr(scalar, '__name__', scalar)}] is not a concrete "
+                        f"tensor dtype; use one of {', '.join(d.name for d in dtypes.TABLE)}")
+    return spec
