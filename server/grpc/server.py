@@ -18,7 +18,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ..context import Context, Headers, RequestInfo
-from ..errors import DeadlineExceeded, InternalError, TensorwireError
+from ..errors import (
+    ERROR_KIND_HEADER,
+    DeadlineExceeded,
+    InternalError,
+    TensorwireError,
+    error_kind,
+)
 from ..protogen import APIMessages, ServiceProto, service_proto
 from ..runtime import ServiceRuntime
 from ..settings import Settings
@@ -56,9 +62,11 @@ class GrpcEndpoint:
             log.error("%s failed [%s]", self.api.name, ctx.request.id, exc_info=exc)
             err = InternalError()
         status = to_status(err)
+        kind = error_kind(err if err.public else InternalError())
         await context.abort(status.code, status.details,
                             trailing_metadata=(*status.trailing_metadata,
-                                               ("x-request-id", ctx.request.id)))
+                                               ("x-request-id", ctx.request.id),
+                                               (ERROR_KIND_HEADER, kind)))
 
     async def _send_headers(self, context: grpc.aio.ServicerContext, ctx: Context) -> None:
         if ctx.response.headers:
