@@ -1,8 +1,9 @@
 """Files and images on the client.
 
-Inputs of a file field (`type: file` over HTTP, `tensorwire.v1.File` over gRPC) may be a
-`pathlib.Path` (or a path string), an open binary file, `bytes`, a PIL image, or a
-`(filename, data[, media_type])` tuple. Over HTTP they travel as multipart file parts
+Inputs of a file field (`type: file` over HTTP, `tensorwire.v1.File` over gRPC, and
+`bytes` fields on both) may be a `pathlib.Path`, an open binary file, `bytes`, a PIL
+image, or a `(filename, data[, media_type])` tuple; a `str` is sent as its UTF-8 text
+(pass a `Path` to upload a file by its path). Over HTTP they travel as multipart file parts
 (a root input: as the raw body), streamed from disk; over gRPC as a File message.
 
 Outputs are saved as files under the client's directory (a private temporary directory
@@ -71,7 +72,9 @@ def file_body(value: Any, declared: str | None = None) -> Body:
         media = Image.MIME.get(fmt) or f"image/{fmt.lower()}"
         ext = mimetypes.guess_extension(media) or f".{fmt.lower()}"
         return Body(out.getvalue(), media, f"image{ext}")
-    if isinstance(value, str | os.PathLike):
+    if isinstance(value, str):  # text content; a path must be a Path (unambiguous)
+        return Body(value.encode("utf-8"), _concrete(declared) or "text/plain", "file.txt")
+    if isinstance(value, os.PathLike):
         path = Path(value)
         if not path.is_file():
             raise FileNotFoundError(f"no such file to upload: {path}")

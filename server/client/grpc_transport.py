@@ -22,7 +22,6 @@ from ..errors import (
     ERROR_KIND_HEADER,
     ClientError,
     ClientTimeout,
-    InvalidArgument,
     NotFound,
     ServerUnreachable,
     TensorwireError,
@@ -31,7 +30,7 @@ from ..errors import (
 from .api import RemoteAPI, RemoteField
 from .files import ClientFiles
 from .options import CallOptions, with_retries
-from .protokinds import Model, field_kind
+from .protokinds import Model, Violations, field_kind
 from .target import Target
 
 #: Services every tensorwire server offers beside the user's own.
@@ -215,8 +214,10 @@ class GrpcTransport:
     # ------------------------------------------------------------------ calls
     def encode(self, api: RemoteAPI, values: dict[str, Any]) -> Any:
         msg = api.wire["request_cls"]()
+        errors = Violations()
         for name, value in values.items():
-            api.by_name[name].kind.write(msg, name, value, (name,), self.files)
+            errors.run(api.by_name[name].kind.write, msg, name, value, (name,), self.files)
+        errors.check()
         return msg
 
     async def call(self, api: RemoteAPI, values: dict[str, Any], options: CallOptions) -> Any:
@@ -228,7 +229,7 @@ class GrpcTransport:
             try:
                 reply = await method(msg, timeout=options.timeout, metadata=metadata)
             except grpc.RpcError as exc:
-                raise self.error(exc) from None
+                raise self.error(exc, options) from None
             return api.output.decode(reply, self.files)
 
         return await with_retries(options, attempt)
@@ -241,13 +242,14 @@ class GrpcTransport:
 
         async def attempt() -> _ReplyStream:
             stream = _ReplyStream(self, api, method(msg, timeout=options.timeout,
-                                                    metadata=metadata))
+                                                    metadata=metadata), options)
             await stream.prime()
             return stream
 
         return await with_retries(options, attempt)
 
-    def error(self, exc: grpc.RpcError) -> TensorwireError:
+    def error(self, exc: grpc.RpcError, options: CallOptions | None = None
+              ) -> TensorwireError:
         """An RpcError as the tensorwire error the server raised (or a client error)."""
         code = exc.code()
         name = code.name if code is not None else "UNKNOWN"
@@ -255,6 +257,10 @@ class GrpcTransport:
         trailing = list(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") \
             else []
         kind = next((v for k, v in trailing if k == ERROR_KIND_HEADER), None)
+        if name == "DEADLINE_EXCEEDED" and options is not None and options.timeout:
+            # The client's own deadline travels with the call; whether the server or the
+            # client noticed it first, it is the client's timeout (as over HTTP).
+            return ClientTimeout(f"{self.target} did not answer within {options.timeout} s")
         if kind is None:
             if name == "UNAVAILABLE":
                 return ServerUnreachable(f"cannot reach {self.target}: {message}")
@@ -291,8 +297,10 @@ def _violations(trailing: list[tuple[str, Any]]) -> list[Any]:
 class _ReplyStream:
     """The replies of one server-streaming call; the first is read eagerly (`prime`)."""
 
-    def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any) -> None:
+    def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
+                 options: CallOptions) -> None:
         self.transport = transport
+        self.options = options
         self.api = api
         self.call = call
         self.first: Any = None
@@ -303,7 +311,7 @@ class _ReplyStream:
             reply = await self.call.read()
         except grpc.RpcError as exc:
             self.done = True
-            raise self.transport.error(exc) from None
+            raise self.transport.error(exc, self.options) from None
         if reply is grpc.aio.EOF:
             self.done = True
             return None
@@ -332,4 +340,3 @@ class _ReplyStream:
             self.call.cancel()
 
 
-__all__ = ["GrpcTransport", "InvalidArgument", "grpc_api", "snake"]

@@ -33,6 +33,31 @@ def _invalid(loc: Loc, msg: str, type: str = "value_error") -> InvalidArgument:
     return InvalidArgument.at(list(loc), msg, type)
 
 
+class Violations:
+    """Collects the errors of several fields/items, so that (like pydantic on the
+    server) one call reports every input it could not encode, not just the first."""
+
+    def __init__(self) -> None:
+        self.detail: list[Any] = []
+
+    def run(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except InvalidArgument as exc:
+            self.detail.extend(exc.detail or [{"loc": [], "msg": exc.message,
+                                               "type": "value_error"}])
+
+    def check(self) -> None:
+        if not self.detail:
+            return
+        first = self.detail[0]
+        where = ".".join(str(p) for p in first["loc"])
+        summary = f"{where}: {first['msg']}" if where else first["msg"]
+        if len(self.detail) > 1:
+            summary += f" (and {len(self.detail) - 1} more)"
+        raise InvalidArgument(summary, detail=self.detail)
+
+
 # ---------------------------------------------------------------------- elements
 
 
@@ -108,6 +133,8 @@ class Scalar(Element):
         self.py_type = int if self.range else _PY_TYPES.get(proto_type, str)
 
     def encode(self, value: Any, loc: Loc) -> Any:
+        if self.py_type is bytes and not isinstance(value, bytes | bytearray | str):
+            value = _file_bytes(value, loc)  # a Path, open file, image: as over HTTP
         if type(value) is not self.py_type:
             value = lax(self.py_type, value, loc)
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
@@ -118,6 +145,20 @@ class Scalar(Element):
 
     def summary(self) -> str:
         return _TYPE_NAMES.get(self.proto_type, "scalar")
+
+
+def _file_bytes(value: Any, loc: Loc) -> Any:
+    """The content of a file-like input to a `bytes` field (else `value` unchanged)."""
+    import os
+
+    from .files import file_body, is_pil_image, read_body
+
+    if isinstance(value, os.PathLike | tuple) or hasattr(value, "read") or is_pil_image(value):
+        try:
+            return read_body(file_body(value))
+        except InvalidArgument as exc:
+            raise _invalid(loc, exc.message, "bytes_type") from None
+    return value
 
 
 def _upper_snake(name: str) -> str:
@@ -289,10 +330,12 @@ class Model(Message):
             self._fill_variant(value, msg, loc, files)
             return
         msg.SetInParent()
+        errors = Violations()
         for name, kind in self.fields:
             item = _get(value, name)
             if item is not None:
-                kind.write(msg, name, item, (*loc, name), files)
+                errors.run(kind.write, msg, name, item, (*loc, name), files)
+        errors.check()
 
     def _fill_variant(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
         for name, kind in self.fields:
@@ -368,11 +411,17 @@ class FieldKind:
             raise _invalid(loc, "Input should be a valid list", "list_type")
         container = getattr(msg, name)
         element = self.element
+        errors = Violations()
         if element.is_message:
             for i, item in enumerate(value):
-                element.fill(item, container.add(), (*loc, i), files)
+                errors.run(element.fill, item, container.add(), (*loc, i), files)
         else:
-            container.extend([element.encode(item, (*loc, i)) for i, item in enumerate(value)])
+            encoded: list[Any] = []
+            for i, item in enumerate(value):
+                errors.run(lambda v, at: encoded.append(element.encode(v, at)), item, (*loc, i))
+            errors.check()
+            container.extend(encoded)
+        errors.check()
 
     def _write_map(self, msg: Any, name: str, value: Any, loc: Loc, files: Any) -> None:
         if not isinstance(value, dict):
@@ -380,12 +429,19 @@ class FieldKind:
         container = getattr(msg, name)
         assert self.key is not None
         element = self.element
-        for k, v in value.items():
-            key = self.key.encode(k, (*loc, k))
+        key_element = self.key
+        errors = Violations()
+
+        def put(k: Any, v: Any) -> None:
+            key = key_element.encode(k, (*loc, k))
             if element.is_message:
                 element.fill(v, container[key], (*loc, k), files)
             else:
                 container[key] = element.encode(v, (*loc, k))
+
+        for k, v in value.items():
+            errors.run(put, k, v)
+        errors.check()
 
     def read(self, msg: Any, name: str, files: Any) -> Any:
         element = self.element
