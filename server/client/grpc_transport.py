@@ -81,6 +81,19 @@ def grpc_api(service: Any, method: Any) -> RemoteAPI:
     return api
 
 
+def encode_request(api: RemoteAPI, values: dict[str, Any], files: ClientFiles) -> Any:
+    """The request message of one call; every input that cannot be encoded is reported
+    (in declaration order, as the server's validation would)."""
+    msg = api.wire["request_cls"]()
+    errors = Violations()
+    for field in api.fields:
+        if field.name in values:
+            errors.run(field.kind.write, msg, field.name, values[field.name], (field.name,),
+                       files)
+    errors.check()
+    return msg
+
+
 class _Metadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
     """Adds the client's metadata (bearer token, headers) to reflection calls."""
 
@@ -212,16 +225,8 @@ class GrpcTransport:
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
     # ------------------------------------------------------------------ calls
-    def encode(self, api: RemoteAPI, values: dict[str, Any]) -> Any:
-        msg = api.wire["request_cls"]()
-        errors = Violations()
-        for name, value in values.items():
-            errors.run(api.by_name[name].kind.write, msg, name, value, (name,), self.files)
-        errors.check()
-        return msg
-
     async def call(self, api: RemoteAPI, values: dict[str, Any], options: CallOptions) -> Any:
-        msg = self.encode(api, values)
+        msg = encode_request(api, values, self.files)
         method = api.wire["callable"]
         metadata = self._metadata(options)
 
@@ -236,7 +241,7 @@ class GrpcTransport:
 
     async def open_stream(self, api: RemoteAPI, values: dict[str, Any],
                           options: CallOptions) -> AsyncIterator[Any]:
-        msg = self.encode(api, values)
+        msg = encode_request(api, values, self.files)
         method = api.wire["callable"]
         metadata = self._metadata(options)
 

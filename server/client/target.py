@@ -30,7 +30,10 @@ class Target:
     def base_url(self) -> str:
         """The HTTP base URL (routes are appended to it)."""
         scheme = "https" if self.secure else "http"
-        return f"{scheme}://{self._netloc}{self.path}"
+        netloc = self._netloc
+        if self.port == (443 if self.secure else 80):
+            netloc = netloc.rsplit(":", 1)[0]
+        return f"{scheme}://{netloc}{self.path}"
 
     @property
     def grpc_target(self) -> str:
