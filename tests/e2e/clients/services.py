@@ -85,8 +85,9 @@ class Kitchen:
 
     @tensorwire.api
     def headers(self, ctx: tensorwire.Context) -> dict[str, str]:
-        """The request's x-* headers / metadata and the caller's address."""
-        out = {k: v for k, v in ctx.request.headers.items() if k.startswith("x-demo")}
+        """The request's x-demo-* and authorization headers / metadata, and the peer."""
+        out = {k: v for k, v in ctx.request.headers.items()
+               if k.startswith("x-demo") or k == "authorization"}
         out["peer"] = ctx.request.peer or ""
         return out
 

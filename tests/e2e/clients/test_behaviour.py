@@ -130,8 +130,9 @@ def test_output_types_rebuild_models(servers, protocol):
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_headers_and_token_reach_the_server(servers, protocol):
     url = url_of(servers[Kitchen], protocol)
-    with tensorwire.SyncClient(url, headers={"X-Demo-A": "1"}) as client:
+    with tensorwire.SyncClient(url, headers={"X-Demo-A": "1"}, token="s3cret") as client:
         assert client.headers()["x-demo-a"] == "1"
+        assert client.headers()["authorization"] == "Bearer s3cret"
         view = client.with_options(headers={"X-Demo-B": "2"})
         seen = view.headers()
         assert seen["x-demo-a"] == "1" and seen["x-demo-b"] == "2"
@@ -213,6 +214,25 @@ def test_sync_client_refuses_calls_from_its_own_loop(servers):
         assert done.wait(10)
         assert isinstance(box["exc"], RuntimeError)
         assert "AsyncClient" in str(box["exc"])
+
+
+def test_import_stays_light_and_the_client_loads_no_framework(servers):
+    """`import tensorwire` loads no client code; using a client loads no PIL/pandas/torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tensorwire\n"
+        "assert 'tensorwire.client' not in sys.modules\n"
+        "with tensorwire.SyncClient(sys.argv[1]) as c:\n"
+        "    assert c.summarize(text='a b') == {'summary': 'a b', 'words': 2}\n"
+        "assert 'tensorwire.client' in sys.modules\n"
+        "heavy = [m for m in ('PIL', 'pandas', 'torch', 'tensorflow') if m in sys.modules]\n"
+        "assert not heavy, heavy\n")
+    for url in (servers[Quickstart].http_url, url_of(servers[Quickstart], "grpc")):
+        proc = subprocess.run([sys.executable, "-c", code, url], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
 
 
 def test_bad_urls_are_rejected():
