@@ -29,7 +29,7 @@ from ..errors import (
 from . import values
 from .api import RemoteAPI, RemoteField
 from .files import ClientFiles
-from .jsonkinds import Body, JsonKind, ObjectKind, schema_kind
+from .jsonkinds import Body, JsonKind, ListKind, ObjectKind, schema_kind
 from .options import CallOptions, with_retries
 from .response import PartPayload, ResponsePayload, media_type_of
 from .sse import SSEDecoder
@@ -228,16 +228,39 @@ class HttpTransport:
     async def _decode(self, api: RemoteAPI, resp: aiohttp.ClientResponse) -> Any:
         media = media_type_of(resp.headers.get("Content-Type"))
         kind: JsonKind = api.output
-        if media is not None and media.startswith("multipart/") and isinstance(kind, ObjectKind):
-            out: dict[str, Any] = {}
-            reader = aiohttp.MultipartReader(resp.headers, resp.content)
-            while (part := await reader.next()) is not None:
-                if not isinstance(part, aiohttp.BodyPartReader):
-                    continue
-                name = part.name or ""
-                out[name] = await kind.prop(name).from_payload(PartPayload(part), self.files)
-            return out
+        if media is not None and media.startswith("multipart/"):
+            return await self._decode_parts(kind, resp)
         return await kind.from_payload(ResponsePayload(resp), self.files)
+
+    async def _decode_parts(self, kind: JsonKind, resp: aiohttp.ClientResponse) -> Any:
+        """A multipart response: one part per output field (a list: repeated parts).
+
+        A model output is a dict with every field (absent parts: None, or [] for a list
+        field), as the same output reads over gRPC; a list of files is a list.
+        """
+        kind = getattr(kind, "inner", kind)
+        props: dict[str, JsonKind] = kind.props if isinstance(kind, ObjectKind) else {}
+        item = getattr(kind, "item", None)
+        out: dict[str, Any] = {}
+        reader = aiohttp.MultipartReader(resp.headers, resp.content)
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, aiohttp.BodyPartReader):
+                continue
+            name = part.name or ""
+            field = props.get(name) or (item if item is not None else JsonKind({}))
+            many = isinstance(field, ListKind) or (item is not None and not props)
+            part_kind = getattr(field, "item", field) if many else field
+            value = await part_kind.from_payload(PartPayload(part), self.files)
+            if many:
+                out.setdefault(name, []).append(value)
+            else:
+                out[name] = value
+        if not props:  # a list output: its parts are all named "result"
+            return next(iter(out.values()), [])
+        for name, field in props.items():
+            out.setdefault(name, [] if isinstance(field, ListKind) else None)
+        return {name: out[name] for name in props} | {
+            k: v for k, v in out.items() if k not in props}
 
 
 class _EventStream:

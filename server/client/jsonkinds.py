@@ -84,13 +84,28 @@ class TextKind(JsonKind):
 
 
 class BytesKind(JsonKind):
-    """A `bytes` output: the raw body."""
+    """A binary output (`type: string, format: binary`): `bytes`, or a file.
+
+    Files and images are binary strings in a serialised schema too; what tells them
+    from `bytes` is the response itself: a file response names its file
+    (`Content-Disposition` with a filename) and becomes a `Path` in the client's file
+    directory (a PIL image where the contract says `pil: true`), exactly as the same
+    output arrives over gRPC as a `tensorwire.v1.File`.
+    """
+
+    trivial = False
 
     async def from_payload(self, payload: Payload, files: Any) -> Any:
-        data = await payload.read()
-        if _is_json(payload.media_type):  # an Optional[bytes] output that was null
-            return values.loads(data)
-        return data
+        if _is_json(payload.media_type):  # an Optional output that was null
+            data = await payload.read()
+            return values.loads(data) if data else None
+        if payload.filename is not None and files is not None:
+            if self.schema.get("pil"):
+                from .files import open_image
+
+                return open_image(await payload.read())
+            return await files.save(payload)
+        return await payload.read()
 
 
 class DateTimeKind(JsonKind):
@@ -187,6 +202,7 @@ class ObjectKind(JsonKind):
         super().__init__(schema)
         self.props = props
         self._special = {k: v for k, v in props.items() if not v.trivial}
+        self.accept = next((k.accept for k in props.values() if k.accept), None)
 
     def prop(self, name: str) -> JsonKind:
         return self.props.get(name) or JsonKind({})
