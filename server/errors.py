@@ -107,7 +107,7 @@ class MethodNotAllowed(TensorwireError):
     grpc_code = "UNIMPLEMENTED"
 
 
-class NotAcceptable(TensorwireError):
+class NotAcceptable(InvalidArgument):
     """The requested response media type cannot be produced."""
 
     http_status = 406
@@ -121,8 +121,12 @@ class PayloadTooLarge(TensorwireError):
     grpc_code = "RESOURCE_EXHAUSTED"
 
 
-class UnsupportedMediaType(TensorwireError):
-    """Unsupported media type."""
+class UnsupportedMediaType(InvalidArgument):
+    """Unsupported media type.
+
+    An invalid input, as over gRPC (INVALID_ARGUMENT): `except InvalidArgument` catches
+    it whichever protocol reported it.
+    """
 
     http_status = 415
     grpc_code = "INVALID_ARGUMENT"

@@ -100,3 +100,12 @@ def test_error_kind_of_user_subclasses_is_their_builtin_base():
     assert errors.error_kind(ModelNotLoaded()) == "ServiceUnavailable"
     assert errors.error_kind(errors.InvalidArgument()) == "InvalidArgument"
     assert errors.error_kind(errors.TensorwireError()) == "InternalError"
+
+
+def test_media_type_errors_are_invalid_arguments_on_both_protocols():
+    http = errors.error_from_http(415, "m", [{"loc": ["image"], "msg": "m"}],
+                                  "UnsupportedMediaType")
+    grpc = errors.error_from_grpc("INVALID_ARGUMENT", "m", [{"loc": ["image"], "msg": "m"}])
+    assert isinstance(http, errors.InvalidArgument) and isinstance(grpc, errors.InvalidArgument)
+    assert http.status_code == 415 and errors.NotAcceptable.http_status == 406
+    assert issubclass(errors.NotAcceptable, errors.InvalidArgument)
