@@ -25,6 +25,7 @@ from .base import (
     Codec,
     FieldError,
     HttpBody,
+    JsonText,
     MessageSink,
     Part,
     ProtoBuilder,
@@ -86,10 +87,17 @@ class StrCodec(ScalarCodec):
 
     async def decode_part(self, part: Part, ctx: Any) -> Any:
         """A str form field is its text (what HTML forms, curl -F and Swagger UI send);
-        a part labelled application/json is a JSON string like any other JSON part."""
+        a part labelled application/json is a JSON string like any other JSON part.
+
+        A part with no media type that holds exactly one JSON string literal is read as
+        JSON: that is how BentoML's client (and others that JSON-encode every non-file
+        field) send text. Send `text/plain` to pass such quotes through verbatim.
+        """
         if is_json_media(part.media_type):
             return await super().decode_part(part, ctx)
         data = await part.read()
+        if part.media_type is None and _is_json_string(data):
+            return JsonText(data)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -100,6 +108,18 @@ class StrCodec(ScalarCodec):
 
     def encode_chunk(self, value: Any) -> bytes:
         return str(value).encode()
+
+
+def _is_json_string(data: bytes) -> bool:
+    text = data.strip()
+    if len(text) < 2 or text[:1] != b'"' or text[-1:] != b'"':
+        return False
+    import orjson
+
+    try:
+        return isinstance(orjson.loads(text), str)
+    except orjson.JSONDecodeError:
+        return False
 
 
 class BytesCodec(ScalarCodec):

@@ -107,7 +107,7 @@ class MethodNotAllowed(TensorwireError):
     grpc_code = "UNIMPLEMENTED"
 
 
-class NotAcceptable(TensorwireError):
+class NotAcceptable(InvalidArgument):
     """The requested response media type cannot be produced."""
 
     http_status = 406
@@ -121,8 +121,12 @@ class PayloadTooLarge(TensorwireError):
     grpc_code = "RESOURCE_EXHAUSTED"
 
 
-class UnsupportedMediaType(TensorwireError):
-    """Unsupported media type."""
+class UnsupportedMediaType(InvalidArgument):
+    """Unsupported media type.
+
+    An invalid input, as over gRPC (INVALID_ARGUMENT): `except InvalidArgument` catches
+    it whichever protocol reported it.
+    """
 
     http_status = 415
     grpc_code = "INVALID_ARGUMENT"
@@ -189,6 +193,12 @@ class ClientTimeout(ClientError):
     http_status = 504
 
 
+#: Where a server names the error class it raised (HTTP header, gRPC trailing metadata,
+#: SSE error event key), so a client rebuilds the very class where a status alone is
+#: ambiguous (HTTP 503 is Overloaded or ServiceUnavailable; gRPC INVALID_ARGUMENT is
+#: also UnsupportedMediaType/NotAcceptable).
+ERROR_KIND_HEADER = "x-tensorwire-error"
+
 # The first class listed for a status is the one a client rebuilds from it.
 _SERVER_ERRORS: tuple[type[TensorwireError], ...] = (
     InvalidArgument, Unauthenticated, PermissionDenied, NotFound, MethodNotAllowed,
@@ -201,19 +211,37 @@ for _cls in _SERVER_ERRORS:
     _BY_HTTP.setdefault(_cls.http_status, _cls)
     _BY_GRPC.setdefault(_cls.grpc_code, _cls)
 _BY_GRPC["UNKNOWN"] = InternalError
+_BY_NAME: dict[str, type[TensorwireError]] = {c.__name__: c for c in _SERVER_ERRORS}
+
+
+def error_kind(exc: TensorwireError) -> str:
+    """The name of the built-in error class `exc` is (a user subclass names its base)."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _BY_NAME and _BY_NAME[cls.__name__] is cls:
+            return cls.__name__
+    return InternalError.__name__
+
+
+def _named(kind: str | None, fits: Any) -> type[TensorwireError] | None:
+    cls = _BY_NAME.get(kind or "")
+    return cls if cls is not None and fits(cls) else None
 
 
 def error_from_http(
-    status: int, message: str, detail: Sequence[FieldViolation] | None = None
+    status: int, message: str, detail: Sequence[FieldViolation] | None = None,
+    kind: str | None = None,
 ) -> TensorwireError:
-    """Rebuild the error a server reported with an HTTP status."""
-    cls = _BY_HTTP.get(status) or (InvalidArgument if 400 <= status < 500 else InternalError)
+    """Rebuild the error a server reported with an HTTP status (and its error kind)."""
+    cls = (_named(kind, lambda c: c.http_status == status) or _BY_HTTP.get(status)
+           or (InvalidArgument if 400 <= status < 500 else InternalError))
     return cls(message, detail=detail, status=status)
 
 
 def error_from_grpc(
-    code_name: str, message: str, detail: Sequence[FieldViolation] | None = None
+    code_name: str, message: str, detail: Sequence[FieldViolation] | None = None,
+    kind: str | None = None,
 ) -> TensorwireError:
-    """Rebuild the error a server reported with a gRPC status code (by name)."""
-    cls = _BY_GRPC.get(code_name, InternalError)
+    """Rebuild the error a server reported with a gRPC status code (by name) and kind."""
+    cls = _named(kind, lambda c: c.grpc_code == code_name) or _BY_GRPC.get(
+        code_name, InternalError)
     return cls(message, detail=detail)

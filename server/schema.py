@@ -82,13 +82,21 @@ def schema_json(spec: ServiceSpec) -> dict[str, Any]:
     """`/schema.json`: the service in the shape BentoML's HTTP client reads."""
     routes = []
     for api in spec.apis.values():
-        inp = _inline_defs(input_schema(api))
+        if api.is_root:
+            # BentoML's form: a root input is described by its own value's schema (a
+            # model's object, a string, a file...), flagged `root_input`.
+            inp = _as_file_part(_inline_defs(root_schema(api, "#/$defs/{model}")))
+            inp["root_input"] = True
+            inp["root_field"] = api.root_field.name
+        else:
+            inp = _inline_defs(input_schema(api))
+            props = inp.get("properties", {})
+            for name in props:
+                props[name] = _as_file_part(props[name])
         out = _inline_defs(output_schema(api))
         if api.output.stream:
             out["is_stream"] = True
         out.setdefault("media_type", _output_media(api))
-        if api.is_root:
-            inp["root_input"] = True
         routes.append({
             "name": api.name,
             "route": api.route,
@@ -99,6 +107,18 @@ def schema_json(spec: ServiceSpec) -> dict[str, Any]:
             "is_task": False,
         })
     return {"name": spec.name, "type": "service", "routes": routes, "description": spec.doc}
+
+
+def _as_file_part(schema: dict[str, Any]) -> dict[str, Any]:
+    """A top-level `bytes` input is announced as a file (`type: file`), as BentoML does.
+
+    The server reads such a field from a multipart file part (or a raw body) as well as
+    from base64 JSON; announcing it as a file lets BentoML's client, which cannot
+    JSON-encode bytes, send it, and lets tensorwire's client skip the base64 detour.
+    """
+    if schema.get("type") == "string" and schema.get("format") in ("base64url", "base64"):
+        return {**schema, "type": "file", "format": "binary"}
+    return schema
 
 
 def _output_media(api: APISpec) -> str:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from .codecs import MISSING, Codec, FieldError, JsonText, pydantic_annotation
-from .errors import InvalidArgument
+from .errors import InvalidArgument, UnsupportedMediaType
 
 InputShape = Literal["keywords", "input_spec", "root"]
 
@@ -186,7 +186,9 @@ def invalid_argument(
     """The one translation of a validation failure into the error model."""
     if isinstance(exc, FieldError):
         loc = [*prefix, *exc.loc]
-        return InvalidArgument.at(loc, exc.msg, exc.type)
+        # A media-type mismatch is the same error class on every protocol (415 over HTTP).
+        cls = UnsupportedMediaType if exc.type == "content_type" else InvalidArgument
+        return cls.at(loc, exc.msg, exc.type)
     detail = []
     for err in exc.errors(include_url=False, include_input=False, include_context=False):
         loc = [*prefix, *err["loc"]]

@@ -19,7 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ..admission import Ticket
 from ..context import Context, Headers, RequestInfo
-from ..errors import InternalError, TensorwireError
+from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
 from ..protogen import APIMessages, ServiceProto, service_proto
 from ..runtime import ServiceRuntime
 from ..settings import Settings
@@ -61,9 +61,11 @@ class GrpcEndpoint:
     async def _abort(self, context: grpc.aio.ServicerContext, err: TensorwireError,
                      ctx: Context) -> None:
         status = to_status(err)
+        kind = error_kind(err if err.public else InternalError())
         await context.abort(status.code, status.details,
                             trailing_metadata=(*status.trailing_metadata,
-                                               ("x-request-id", ctx.request.id)))
+                                               ("x-request-id", ctx.request.id),
+                                               (ERROR_KIND_HEADER, kind)))
 
     async def _admit(self, context: grpc.aio.ServicerContext, ctx: Context) -> Ticket:
         try:

@@ -25,6 +25,7 @@ from ..errors import (
     PayloadTooLarge,
     TensorwireError,
     UnsupportedMediaType,
+    error_kind,
 )
 from ..runtime import ServiceRuntime
 from ..settings import Settings
@@ -245,7 +246,11 @@ class HttpEndpoint:
             err = exc if isinstance(exc, TensorwireError) else InternalError()
             if not isinstance(exc, TensorwireError):
                 log.exception("stream %s failed", request.path)
-            payload = err.to_dict() if err.public else InternalError().to_dict()
+            shown = err if err.public else InternalError()
+            # The stream already answered 200: the event names the error's status and
+            # class so that clients raise what they would have raised before it began.
+            payload = {**shown.to_dict(), "status": shown.status_code,
+                       "kind": error_kind(shown)}
             try:
                 await resp.write(sse_event(orjson.dumps(payload), event="error"))
             except ConnectionResetError:

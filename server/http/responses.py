@@ -6,12 +6,14 @@ import orjson
 from aiohttp import web
 
 from ..errors import (
+    ERROR_KIND_HEADER,
     InternalError,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     TensorwireError,
     UnsupportedMediaType,
+    error_kind,
 )
 
 _JSON = "application/json"
@@ -26,10 +28,11 @@ _FROM_AIOHTTP: dict[int, type[TensorwireError]] = {
 
 
 def error_response(exc: TensorwireError, request_id: str | None = None) -> web.Response:
-    body = exc.to_dict() if exc.public else InternalError().to_dict()
+    shown = exc if exc.public else InternalError()
+    body = shown.to_dict()
     if request_id:
         body["request_id"] = request_id
-    headers = {"Content-Type": _JSON, **exc.headers}
+    headers = {"Content-Type": _JSON, **exc.headers, ERROR_KIND_HEADER: error_kind(shown)}
     if request_id:
         headers["X-Request-ID"] = request_id
     return web.Response(status=exc.status_code, body=orjson.dumps(body), headers=headers)

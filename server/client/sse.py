@@ -1,0 +1,70 @@
+"""An incremental server-sent-events parser (the WHATWG event-stream format).
+
+Fed raw chunks as they arrive, it yields complete events; lines may be split across
+chunks and end in LF, CR or CRLF. Only `data` and `event` fields matter here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Event:
+    data: str
+    event: str = "message"
+
+
+class SSEDecoder:
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self._event = ""
+        self._pending_cr = False
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        self._pending_cr = False
+        data = self._buffer + chunk
+        lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._buffer = lines.pop()
+        if data.endswith(b"\r"):
+            self._pending_cr = True
+        events: list[Event] = []
+        for raw in lines:
+            event = self._line(raw.decode("utf-8", errors="replace"))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[Event]:
+        """Any event left unterminated when the stream ended (lenient)."""
+        events = self.feed(b"\n") if self._buffer else []
+        if self._data:
+            events.append(self._dispatch())
+        return events
+
+    def _line(self, line: str) -> Event | None:
+        if line == "":
+            return self._dispatch() if self._data else self._reset()
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        return None
+
+    def _reset(self) -> None:
+        self._event = ""
+        return None
+
+    def _dispatch(self) -> Event:
+        event = Event("\n".join(self._data), self._event or "message")
+        self._data = []
+        self._event = ""
+        return event

@@ -1,0 +1,72 @@
+"""Python values -> JSON, the way the server's pydantic models read them back.
+
+One `orjson.dumps` with a `default` hook, so plain data (dicts, lists, numbers, strings,
+datetimes, UUIDs, enums, dataclasses, numpy arrays) is written natively, and only the
+types orjson does not know reach the hook.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def _default(value: Any) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, bytes | bytearray | memoryview):
+        # The server's models read bytes in JSON as base64 (val_json_bytes="base64").
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    array = _as_array(value)
+    if array is not None:
+        return array.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _as_array(value: Any) -> Any:
+    """numpy arrays orjson refused (non-contiguous, exotic dtypes), torch/tf tensors."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray | np.generic):
+        return np.asarray(value)
+    if hasattr(value, "__array__") or hasattr(value, "numpy"):
+        from .tensors import to_numpy
+
+        return to_numpy(value)
+    return None
+
+
+def dumps(value: Any) -> bytes:
+    """JSON bytes of a Python value (pydantic models dumped in JSON mode, by alias)."""
+    return orjson.dumps(value, default=_default, option=OPTIONS)
+
+
+def jsonable(value: Any) -> Any:
+    """The plain JSON data of a value (for google.protobuf.Struct / Value fields)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return orjson.loads(dumps(value))
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
