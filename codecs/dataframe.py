@@ -267,6 +267,25 @@ class DataFrameCodec(Codec):
         if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
             prototensor.fill(_wire_column("index", index.to_series()), msg.index)
 
+    # ----------------------------------------------------------------- batching
+    supports_batching = True
+
+    def batch_len(self, value: Any, dim: int) -> int:
+        if dim != 0:
+            raise FieldError(f"a DataFrame batches along its rows (dimension 0), not {dim}",
+                             type="batch_dim")
+        return len(value)
+
+    def batch_concat(self, values: list[Any], dim: int) -> Any:
+        return pd.concat(values, axis=0, ignore_index=True)
+
+    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        out, start = [], 0
+        for n in sizes:
+            out.append(value.iloc[start:start + n].reset_index(drop=True))
+            start += n
+        return out
+
 
 def _cell(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):

@@ -59,6 +59,14 @@ class Framework:
         """Whether `value` lives on an accelerator and needs the batched host transfer."""
         return False
 
+    def concat(self, values: list[Any], dim: int) -> Any:
+        """One tensor stacking `values` along `dim` (adaptive batching)."""
+        raise NotImplementedError
+
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        """`value` cut along `dim` into pieces of `sizes` (views where possible)."""
+        raise NotImplementedError
+
 
 class NumpyFramework(Framework):
     name = "numpy"
@@ -82,6 +90,12 @@ class NumpyFramework(Framework):
 
     def supports(self, spec: DTypeSpec) -> bool:
         return spec is not dtypes.BFLOAT16 or dtypes.bfloat16_available()
+
+    def concat(self, values: list[Any], dim: int) -> Any:
+        return np.concatenate([np.asarray(v) for v in values], axis=dim)
+
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        return np.split(np.asarray(value), np.cumsum(sizes)[:-1], axis=dim)
 
 
 class TorchFramework(Framework):
@@ -136,6 +150,16 @@ class TorchFramework(Framework):
     def is_device_tensor(self, value: Any) -> bool:
         return self.owns(value) and value.device.type != "cpu"
 
+    def concat(self, values: list[Any], dim: int) -> Any:
+        import torch
+
+        return torch.cat(values, dim=dim)
+
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        import torch
+
+        return list(torch.split(value, sizes, dim=dim))
+
 
 class TensorflowFramework(Framework):
     name = "tensorflow"
@@ -169,6 +193,16 @@ class TensorflowFramework(Framework):
         import tensorflow as tf
 
         return tf.convert_to_tensor(array)
+
+    def concat(self, values: list[Any], dim: int) -> Any:
+        import tensorflow as tf
+
+        return tf.concat(values, axis=dim)
+
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        import tensorflow as tf
+
+        return list(tf.split(value, sizes, axis=dim))
 
 
 def _utf8_strings(array: np.ndarray) -> np.ndarray:

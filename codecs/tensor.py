@@ -270,6 +270,28 @@ class TensorCodec(_Codec):
     def iter_tensors(self, value: Any) -> list[Any]:
         return [value] if TORCH.is_device_tensor(value) else []
 
+    # ----------------------------------------------------------------- batching
+    supports_batching = True
+
+    def _framework(self, value: Any) -> Framework:
+        fw = framework_of(value)
+        if fw is None:
+            raise FieldError(f"expected {self.spec.describe()}, got {type(value).__name__}")
+        return fw
+
+    def batch_len(self, value: Any, dim: int) -> int:
+        shape = self._framework(value).shape(value)
+        if not -len(shape) <= dim < len(shape):
+            raise FieldError(f"a tensor of shape {format_shape(shape)} has no batch "
+                             f"dimension {dim}", type="batch_dim")
+        return shape[dim]
+
+    def batch_concat(self, values: list[Any], dim: int) -> Any:
+        return self._framework(values[0]).concat(values, dim)
+
+    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        return self._framework(value).split(value, sizes, dim)
+
 
 _NONFINITE = {"enum": ["NaN", "Infinity", "-Infinity"]}
 

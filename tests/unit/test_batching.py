@@ -194,3 +194,20 @@ def test_definition_time_rules(code, fragment):
     exec(code, ns)
     with pytest.raises(TypeError, match=fragment):
         tensorwire.service(type("B", (), {"m": tensorwire.api(batchable=True)(ns["m"])}))
+
+
+async def test_outputs_move_to_the_host_once_per_batch_then_split():
+    model = Model(delay=0.02)
+    transfers: list[int] = []
+
+    async def to_host(value: t.Any) -> t.Any:
+        transfers.append(len(value))  # the whole batch's output, not one request's
+        return value
+
+    b = Batcher(api(), model, to_host)
+    results = await asyncio.gather(*(b.submit({"xs": [float(i)], "factor": 1.0})
+                                     for i in range(12)))
+    assert results == [[float(i)] for i in range(12)]
+    assert transfers == list(b.stats.batch_sizes)
+    assert len(transfers) < 12
+    await b.close()
