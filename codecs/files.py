@@ -34,8 +34,8 @@ from .media import (
     sniff,
     spellings,
 )
-from .registry import FAMILY_MARKERS, CodecMarker
-from .validators import ContentType, FieldNumber
+from .registry import CodecMarker, take_content_type
+from .validators import ContentType
 
 CHUNK = 256 * 1024
 
@@ -276,17 +276,5 @@ def is_path_type(tp: Any) -> bool:
 
 def build(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
     """The registry's builder for the Path family."""
-    content_type = None
-    extra = []
-    for m in metadata:
-        if isinstance(m, ContentType):
-            if content_type is not None:
-                raise TypeError("Path takes one ContentType (list patterns with commas)")
-            content_type = m
-        elif isinstance(m, FieldNumber):
-            continue
-        elif isinstance(m, FAMILY_MARKERS):
-            raise TypeError(f"{type(m).__name__} does not apply to Path")
-        else:
-            extra.append(m)
-    return FileCodec(base, content_type, tuple(extra))
+    content_type, extra = take_content_type(metadata, "Path")
+    return FileCodec(base, content_type, extra)

@@ -25,8 +25,8 @@ from typing import Annotated, Any
 from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
 from .files import accepts, check_media, unsupported_to_field_error
 from .media import SNIFF_BYTES, canonical, content_disposition, resolve_media_type, sniff
-from .registry import FAMILY_MARKERS, CodecMarker
-from .validators import ContentType, FieldNumber
+from .registry import CodecMarker, take_content_type
+from .validators import ContentType
 
 ENV_MAX_PIXELS = "TENSORWIRE_MAX_IMAGE_PIXELS"
 DEFAULT_OUTPUT_FORMAT = "PNG"
@@ -210,17 +210,5 @@ def _extension(media_type: str) -> str:
 
 def build(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
     """The registry's builder for the PIL image family."""
-    content_type = None
-    extra = []
-    for m in metadata:
-        if isinstance(m, ContentType):
-            if content_type is not None:
-                raise TypeError("Image takes one ContentType (list patterns with commas)")
-            content_type = m
-        elif isinstance(m, FieldNumber):
-            continue
-        elif isinstance(m, FAMILY_MARKERS):
-            raise TypeError(f"{type(m).__name__} does not apply to PIL.Image.Image")
-        else:
-            extra.append(m)
-    return ImageCodec(base, content_type, tuple(extra))
+    content_type, extra = take_content_type(metadata, "PIL.Image.Image")
+    return ImageCodec(base, content_type, extra)

@@ -132,6 +132,28 @@ def _reject_family_markers(base: Any, metadata: tuple[Any, ...]) -> None:
             raise TypeError(f"{type(m).__name__} does not apply to {_type_name(base)}")
 
 
+def take_content_type(metadata: tuple[Any, ...], label: str
+                      ) -> tuple[ContentType | None, tuple[Any, ...]]:
+    """A file family's one optional ContentType, and the metadata pydantic keeps.
+
+    Any other family marker on a file type is a definition-time TypeError.
+    """
+    content_type = None
+    extra = []
+    for m in metadata:
+        if isinstance(m, ContentType):
+            if content_type is not None:
+                raise TypeError(f"{label} takes one ContentType (list patterns with commas)")
+            content_type = m
+        elif isinstance(m, FieldNumber):
+            continue
+        elif isinstance(m, FAMILY_MARKERS):
+            raise TypeError(f"{type(m).__name__} does not apply to {label}")
+        else:
+            extra.append(m)
+    return content_type, tuple(extra)
+
+
 def _plain(metadata: tuple[Any, ...]) -> tuple[Any, ...]:
     """Metadata pydantic should see: minus FieldNumber and the family markers."""
     return tuple(m for m in metadata if not isinstance(m, (FieldNumber, *FAMILY_MARKERS)))

@@ -180,3 +180,8 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
                 proc.stdout.read() if proc.stdout else "")
             raise RuntimeError(f"{' '.join(cmd)} failed to start:\n{out}") from None
     return server
+
+
+def url_of(server: RunningServer, protocol: str) -> str:
+    """The client URL of a running server for `protocol` ("http" or "grpc")."""
+    return server.http_url if protocol == "http" else f"grpc://{server.grpc_target}"

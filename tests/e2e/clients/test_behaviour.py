@@ -14,8 +14,8 @@ import tensorwire
 from examples.llm_stream import LanguageModel
 from examples.models import ReviewAnalyzer
 from examples.quickstart import Quickstart
+from tests.support.servers import url_of
 
-from .conftest import url_of
 from .services import Kitchen
 
 PROTOCOLS = ["http", "grpc"]

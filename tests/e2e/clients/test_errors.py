@@ -25,9 +25,8 @@ from tensorwire.errors import (
     ServerUnreachable,
     TensorwireError,
 )
-from tests.support.servers import free_port, start_in_thread
+from tests.support.servers import free_port, start_in_thread, url_of
 
-from .conftest import url_of
 from .services import Kitchen
 
 _keys = itertools.count()

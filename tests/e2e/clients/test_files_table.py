@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import tensorwire
-
-from .conftest import url_of
+from tests.support.servers import url_of
 
 images = pytest.importorskip("examples.images", reason="the file/image codecs are not here")
 audio = pytest.importorskip("examples.audio", reason="the file/image codecs are not here")

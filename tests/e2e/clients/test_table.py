@@ -19,8 +19,8 @@ from examples.constrained import TextGenerator
 from examples.llm_stream import LanguageModel
 from examples.models import Review, ReviewAnalyzer
 from examples.quickstart import Quickstart
+from tests.support.servers import url_of
 
-from .conftest import url_of
 from .services import Color, Item, Kitchen
 
 UTC = dt.UTC

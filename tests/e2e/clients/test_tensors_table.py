@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import tensorwire
-
-from .conftest import url_of
+from tests.support.servers import url_of
 
 iris = pytest.importorskip("examples.iris", reason="the tensor codecs are not here")
 descriptors = pytest.importorskip("examples.descriptors", reason="the tensor codecs are not here")
