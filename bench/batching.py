@@ -1,0 +1,141 @@
+"""Adaptive batching vs none: a 2 ms + 0.02 ms/item model under 64 concurrent clients.
+
+    .venv/bin/python bench/batching.py [--seconds 5] [--rounds 3]
+
+One tensorwire server (bench/batching_service.py: the same model behind a plain and a
+`batchable=True` API) runs pinned to one core; the load generator (bench/batching_load.py)
+runs in its own process on the other. For each protocol it measures the lone-request
+latency of the batchable API (one client), then alternates unbatched / batched runs at
+64 clients (A B A B ...) and reports medians and the throughput ratio. Target: >= 5x the
+throughput with p99 <= 3x the lone-request latency. Results: bench/results/batching.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pin(core: int | None) -> list[str]:
+    return ["taskset", "-c", str(core)] if core is not None else []
+
+
+def cores() -> tuple[int | None, int | None]:
+    available = sorted(os.sched_getaffinity(0))
+    if shutil.which("taskset") and len(available) >= 2:
+        return available[0], available[1]
+    return None, None
+
+
+def load(core: int | None, *args: str) -> dict:
+    out = subprocess.run([*pin(core), PY, str(ROOT / "bench" / "batching_load.py"), *args],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--concurrency", type=int, default=64)
+    a = p.parse_args()
+    server_core, load_core = cores()
+    http_port, grpc_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [*pin(server_core), PY, "-m", "tensorwire.cli", "serve",
+         "bench.batching_service:BatchModel", "--http-port", str(http_port),
+         "--grpc-port", str(grpc_port), "--log-level", "warning"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/readyz", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("server did not start") from None
+                time.sleep(0.1)
+        targets = {
+            "http": lambda api: ["http", f"http://127.0.0.1:{http_port}/{api}"],
+            "grpc": lambda api: ["grpc", f"127.0.0.1:{grpc_port}", "--method",
+                                 "/batch_model.BatchModel/" + "".join(
+                                     w.title() for w in api.split("_"))],
+        }
+        results: dict = {"machine": {"python": platform.python_version(),
+                                     "cpus": os.cpu_count(),
+                                     "pinning": f"server CPU {server_core}, load CPU "
+                                                f"{load_core}" if server_core is not None
+                                     else "not pinned"},
+                         "model": "2 ms + 0.02 ms/item, one call at a time",
+                         "concurrency": a.concurrency, "protocols": {}}
+        for protocol, target in targets.items():
+            load(load_core, *target("predict_batched"), "--concurrency", "8",
+                 "--seconds", "1")  # warm-up
+            lone = load(load_core, *target("predict_batched"), "--concurrency", "1",
+                        "--seconds", str(a.seconds))
+            rounds = []
+            for _ in range(a.rounds):
+                plain = load(load_core, *target("predict"), "--concurrency",
+                             str(a.concurrency), "--seconds", str(a.seconds))
+                batched = load(load_core, *target("predict_batched"), "--concurrency",
+                               str(a.concurrency), "--seconds", str(a.seconds))
+                rounds.append({"unbatched": plain, "batched": batched,
+                               "ratio": batched["rps"] / plain["rps"]})
+            med = {
+                "lone_p50_ms": lone["p50_ms"], "lone_p99_ms": lone["p99_ms"],
+                "unbatched_rps": statistics.median(r["unbatched"]["rps"] for r in rounds),
+                "unbatched_p99_ms": statistics.median(r["unbatched"]["p99_ms"]
+                                                      for r in rounds),
+                "batched_rps": statistics.median(r["batched"]["rps"] for r in rounds),
+                "batched_p99_ms": statistics.median(r["batched"]["p99_ms"] for r in rounds),
+                "throughput_ratio": statistics.median(r["ratio"] for r in rounds),
+                "errors": sum(r["batched"]["errors"] + r["unbatched"]["errors"]
+                              for r in rounds),
+            }
+            med["p99_vs_lone"] = med["batched_p99_ms"] / med["lone_p50_ms"]
+            results["protocols"][protocol] = {"median": med, "rounds": rounds, "lone": lone}
+        print(f"adaptive batching, {a.concurrency} clients, {a.rounds} rounds of "
+              f"{a.seconds:g} s, {results['machine']['pinning']}")
+        print(f"{'protocol':8} {'lone p50':>9} {'unbatched rps':>14} {'p99':>8} "
+              f"{'batched rps':>12} {'p99':>8} {'ratio':>6} {'p99/lone':>9}")
+        for protocol, r in results["protocols"].items():
+            m = r["median"]
+            print(f"{protocol:8} {m['lone_p50_ms']:8.2f}ms {m['unbatched_rps']:14.0f} "
+                  f"{m['unbatched_p99_ms']:6.1f}ms {m['batched_rps']:12.0f} "
+                  f"{m['batched_p99_ms']:6.1f}ms {m['throughput_ratio']:5.1f}x "
+                  f"{m['p99_vs_lone']:8.1f}x")
+        print("targets: ratio >= 5x, p99 <= 3x the lone-request latency")
+        out = ROOT / "bench" / "results" / "batching.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {out.relative_to(ROOT)}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

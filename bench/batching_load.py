@@ -1,0 +1,117 @@
+"""Load generator for bench/batching.py (its own process): N concurrent clients.
+
+Prints one JSON line: completed requests, errors, seconds and latency percentiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+import numpy as np
+
+X = np.arange(4, dtype=np.float32).reshape(1, 4)
+
+
+def summary(latencies: list[float], errors: int, seconds: float) -> dict:
+    lat = sorted(latencies)
+
+    def pct(q: float) -> float:
+        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
+
+    return {"requests": len(lat), "errors": errors, "seconds": seconds,
+            "rps": len(lat) / seconds, "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
+
+
+async def http_load(url: str, concurrency: int, seconds: float) -> dict:
+    import aiohttp
+
+    body = json.dumps({"x": X.tolist()}).encode()
+    headers = {"Content-Type": "application/json"}
+    latencies: list[float] = []
+    errors = 0
+    stop = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def client() -> None:
+            nonlocal errors
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                async with session.post(url, data=body, headers=headers) as r:
+                    await r.read()
+                    if r.status != 200:
+                        errors += 1
+                        continue
+                latencies.append(time.perf_counter() - t0)
+
+        start = time.monotonic()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+    return summary(latencies, errors, time.monotonic() - start)
+
+
+async def grpc_load(target: str, method: str, concurrency: int, seconds: float) -> dict:
+    import grpc
+
+    from tensorwire.v1 import DType, Tensor
+
+    request = Tensor(dtype=DType.values_by_name["FLOAT32"].number, shape=list(X.shape),
+                     data=X.tobytes())
+    # The request message has one field, x = 1 (a Tensor): encode it by hand so the
+    # load generator needs no generated code.
+    payload = request.SerializeToString()
+    wire = b"\x0a" + _varint(len(payload)) + payload
+    latencies: list[float] = []
+    errors = 0
+    stop = time.monotonic() + seconds
+    async with grpc.aio.insecure_channel(target) as channel:
+        call = channel.unary_unary(method)
+
+        async def client() -> None:
+            nonlocal errors
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                try:
+                    await call(wire, timeout=30)
+                except grpc.aio.AioRpcError:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - t0)
+
+        start = time.monotonic()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+    return summary(latencies, errors, time.monotonic() - start)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("protocol", choices=["http", "grpc"])
+    p.add_argument("target")  # URL, or host:port for gRPC
+    p.add_argument("--method", default="")  # gRPC method path
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=5.0)
+    a = p.parse_args()
+    if a.protocol == "http":
+        result = asyncio.run(http_load(a.target, a.concurrency, a.seconds))
+    else:
+        result = asyncio.run(grpc_load(a.target, a.method, a.concurrency, a.seconds))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
