@@ -20,7 +20,7 @@ import threading
 
 from . import logs
 from .loader import LoadError, load_service
-from .serve import Server
+from .serve import Server, settle_heap
 from .settings import Settings
 from .workers import EXIT_STARTUP
 
@@ -58,6 +58,7 @@ async def _serve(settings: Settings) -> int:
     except Exception:
         log.exception("worker failed to start")
         return EXIT_STARTUP
+    settle_heap()
     log.info("worker %s ready (pid %d)", os.environ.get("TENSORWIRE_WORKER_ID", "?"),
              os.getpid())
     await server.wait()
