@@ -14,12 +14,15 @@ items). One dispatch loop forms and runs batches:
    itself: one at low traffic, large at high traffic.
 3. **The cap adapts to the measured model latency.** The service time of a batch is
    modelled as `t(n) = a + b·n` (fixed cost + per item), fitted online by exponentially
-   weighted least squares over recent batches. The cap is the largest `n <=
-   max_batch_size` with `t(n) <= max_latency_ms`. A request that arrives while a batch
-   runs waits at most that batch's remaining time, so no request is held in the queue
-   past `max_latency_ms` by the batching itself (only by sheer overload, which the
-   bounded queue turns into 503 / RESOURCE_EXHAUSTED instead of unbounded waits).
-   Until two batch sizes have been seen the cap is `max_batch_size`.
+   weighted least squares over recent batches. The fixed cost `a` is paid whether or not
+   requests share a call; what batching adds to a request is the other items' share,
+   `b·(n - 1)`. The cap is the largest `n <= max_batch_size` with `b·(n - 1) <=
+   max_latency_ms`, so joining a batch never costs a request more than `max_latency_ms`
+   over running alone — for the batch it is in, and for the one it may wait behind.
+   (A cap of `t(n) <= max_latency_ms` would collapse to 1 for any model whose fixed cost
+   exceeds the budget: exactly the models that gain most from batching.) Overload beyond
+   that is turned into 503 / RESOURCE_EXHAUSTED by the bounded queue, never into
+   unbounded waits. Until two batch sizes have been seen the cap is `max_batch_size`.
 4. Requests larger than the cap are split into chunks that run in successive batches and
    are re-joined in order; requests whose non-batched inputs differ (e.g. a
    `threshold: float`) are never merged with each other.
@@ -74,13 +77,14 @@ class LatencyModel:
         return None if coef is None else coef[0] + coef[1] * n
 
     def max_items_within(self, budget: float, ceiling: int) -> int:
+        """Largest n (<= ceiling) whose per-item time beyond one item fits `budget`."""
         coef = self.coefficients()
         if coef is None:
             return ceiling
-        a, b = coef
+        _, b = coef
         if b <= 0:
             return ceiling
-        return max(1, min(ceiling, math.floor((budget - a) / b + 1e-9)))
+        return max(1, min(ceiling, 1 + math.floor(budget / b + 1e-9)))
 
 
 @dataclass
@@ -182,7 +186,7 @@ class Batcher:
         return tuple(repr(values.get(f.name)) for f in self.key_fields)
 
     def cap(self) -> int:
-        """Largest batch whose predicted service time fits in max_latency_ms."""
+        """Largest batch that adds at most max_latency_ms to any of its requests."""
         return self.model.max_items_within(self.max_latency, self.max_batch_size)
 
     # ------------------------------------------------------------------ dispatch

@@ -24,7 +24,7 @@ class Scorer:
     def score(self, rows: list[list[float]]) -> list[float]:
         with LOCK:
             SEEN.append(len(rows))
-        time.sleep(0.004)  # a fixed cost per call is what batching amortises
+        time.sleep(0.02)  # a fixed cost per call is what batching amortises
         if any(r and r[0] < -1e9 for r in rows):
             raise RuntimeError("model failure")
         return [sum(r) for r in rows]
@@ -69,7 +69,10 @@ def test_64_concurrent_grpc_clients_get_unbatched_answers(server):
     try:
         results: dict[int, list[float]] = {}
 
+        start_line = threading.Barrier(64)
+
         def worker(i: int) -> None:
+            start_line.wait()
             results[i] = caller.call("score", {"rows": inputs[i]})
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(64)]

@@ -172,16 +172,28 @@ def test_latency_model_learns_fixed_and_per_item_cost():
     a, b = m.coefficients()
     assert a == pytest.approx(0.002, rel=1e-6)
     assert b == pytest.approx(0.0001, rel=1e-6)
-    assert m.max_items_within(0.010, 1000) == 80  # (10 ms - 2 ms) / 0.1 ms
+    assert m.max_items_within(0.010, 1000) == 101  # 1 + 10 ms / 0.1 ms per extra item
     assert m.max_items_within(0.010, 64) == 64
-    assert m.max_items_within(0.001, 64) == 1  # never below one
+    assert m.max_items_within(0.0005, 64) == 6
+    assert m.max_items_within(0.00001, 64) == 1  # never below one
 
 
 def test_the_cap_follows_the_measured_latency():
     b = batcher(Model())
     for n in (1, 2, 4, 8):
-        b.model.observe(n, 0.5 + 0.125 * n)  # 1 s budget: (1 - 0.5) / 0.125 = 4 items
-    assert b.cap() == 4
+        b.model.observe(n, 0.5 + 0.125 * n)  # 1 s budget: 1 + 1 / 0.125 = 9 items
+    assert b.cap() == 8  # ... but never above max_batch_size
+    slow = batcher(Model())
+    for n in (1, 2, 4, 8):
+        slow.model.observe(n, 5.0 + 0.25 * n)  # a fixed cost far over the budget
+    assert slow.cap() == 5  # still batches: 1 + 1 s / 0.25 s
+
+
+def test_a_fixed_cost_over_the_budget_does_not_stop_batching():
+    m = LatencyModel()
+    for n in (1, 8, 32, 64):
+        m.observe(n, 0.020 + 0.00002 * n)  # 20 ms per call, over a 10 ms budget
+    assert m.max_items_within(0.010, 64) == 64
 
 
 @pytest.mark.parametrize(("code", "fragment"), [
