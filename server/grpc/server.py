@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any
 
 import grpc
@@ -36,11 +35,12 @@ class GrpcEndpoint:
         self.runtime = runtime
 
     def _context(self, context: grpc.aio.ServicerContext) -> Context:
-        metadata = Headers([(k, v) for k, v in (context.invocation_metadata() or ())
-                            if not k.endswith("-bin")])
-        request_id = metadata.get("x-request-id") or uuid.uuid4().hex[:16]
-        return Context(RequestInfo("grpc", self.api.name, metadata, context.peer(),
-                                   request_id))
+        # Metadata, peer and request id are read lazily (see RequestInfo).
+        def metadata() -> list[tuple[str, str]]:
+            return [(k, v) for k, v in (context.invocation_metadata() or ())
+                    if not k.endswith("-bin")]
+
+        return Context(RequestInfo("grpc", self.api.name, Headers(metadata), context.peer))
 
     def _decode(self, data: bytes) -> dict[str, Any]:
         msg = self.messages.parse_request(data)

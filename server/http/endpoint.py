@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any
 
 import orjson
@@ -60,9 +59,10 @@ class HttpEndpoint:
         self.max_parts = int(settings.extra.get("max_parts", 64))  # type: ignore[arg-type]
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
+        # Headers, peer and request id are read lazily (see RequestInfo): nothing here
+        # runs per request unless a method or an error needs it.
         ctx = Context(RequestInfo("http", self.api.name, Headers(request.headers),
-                                  request.remote, request_id))
+                                  lambda: request.remote))
         try:
             kwargs = await self.decode(request, ctx)
             if self.api.output.stream:
@@ -73,14 +73,15 @@ class HttpEndpoint:
         except TensorwireError as exc:
             if not exc.public:
                 log.error("%s %s failed [%s]: %s", request.method, request.path,
-                          request_id, exc.message)
-            return error_response(exc, request_id)
+                          ctx.request.id, exc.message)
+            return error_response(exc, ctx.request.id)
         except asyncio.CancelledError:
             ctx.cancel()
             raise
         except Exception:
-            log.exception("%s %s failed [%s]", request.method, request.path, request_id)
-            return error_response(InternalError(), request_id)
+            log.exception("%s %s failed [%s]", request.method, request.path,
+                          ctx.request.id)
+            return error_response(InternalError(), ctx.request.id)
         finally:
             ctx.close()
 
