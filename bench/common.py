@@ -53,6 +53,12 @@ class Pinning:
         core = self.server if role == "server" else self.load
         return [] if core is None else ["taskset", "-c", str(core)]
 
+    def cores(self) -> list[int]:
+        """The cores a run uses (all of this process's when not pinned)."""
+        if self.server is None:
+            return sorted(os.sched_getaffinity(0))
+        return [self.server, self.load]  # type: ignore[list-item]
+
     def describe(self) -> str:
         if self.server is None:
             return "not pinned (taskset missing or fewer than 2 cores)"
@@ -61,6 +67,49 @@ class Pinning:
 
 
 # ---------------------------------------------------------------------- machine
+
+
+def core_times() -> dict[int, tuple[float, float]]:
+    """Per-core (busy, total) seconds since boot, from /proc/stat."""
+    out: dict[int, tuple[float, float]] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/stat").read_text().splitlines():
+            name, *vals = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                v = [int(x) for x in vals[:8]]
+                total = sum(v)
+                idle = v[3] + v[4]
+                out[int(name[3:])] = ((total - idle) / CLK_TCK, total / CLK_TCK)
+    return out
+
+
+def busy_share(before: dict, after: dict, core: int) -> float:
+    """Fraction of `core` busy between two `core_times()` readings."""
+    if core not in before or core not in after:
+        return float("nan")
+    busy = after[core][0] - before[core][0]
+    total = after[core][1] - before[core][1]
+    return busy / total if total > 0 else float("nan")
+
+
+def wait_quiet(cores: Sequence[int], threshold: float = 0.15, max_wait: float = 30.0,
+               probe: float = 0.5) -> float:
+    """Wait (up to max_wait s) until no core is busier than `threshold` over one probe.
+
+    The benchmark machine may be shared; a run started while something else eats a
+    core measures that something. Returns the seconds waited.
+    """
+    start = time.monotonic()
+    while True:
+        before = core_times()
+        time.sleep(probe)
+        after = core_times()
+        busiest = max((busy_share(before, after, c) for c in cores), default=0.0)
+        if busiest != busiest or busiest <= threshold:
+            break
+        if time.monotonic() - start > max_wait:
+            break
+    return time.monotonic() - start
 
 
 def machine_info() -> dict[str, Any]:
@@ -106,14 +155,15 @@ class Proc:
 
     name: str
     cmd: list[str]
+    env: dict[str, str] = field(default_factory=dict)
     popen: subprocess.Popen | None = None
     log: Path | None = None
 
-    def start(self, env: dict[str, str] | None = None) -> Proc:
+    def start(self) -> Proc:
         fd, path = tempfile.mkstemp(prefix=f"bench-{self.name}-", suffix=".log")
         self.log = Path(path)
         self.popen = subprocess.Popen(
-            self.cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            self.cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **self.env},
             stdout=fd, stderr=subprocess.STDOUT, start_new_session=True)
         os.close(fd)
         return self
@@ -216,6 +266,9 @@ def grpc_serving(target: str, proc: Proc | None = None, timeout: float = 60.0,
 def run_load(cmd: list[str], on_warm: Callable[[], None] | None = None,
              timeout: float = 600) -> dict[str, Any]:
     """Run a load client; it prints `WARM` when warm-up ends and one JSON line last."""
+    import resource
+
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.stdout is not None
@@ -231,6 +284,10 @@ def run_load(cmd: list[str], on_warm: Callable[[], None] | None = None,
     err = proc.stderr.read() if proc.stderr else ""
     if proc.returncode != 0 or result is None:
         raise RuntimeError(f"load client failed ({proc.returncode}): {' '.join(cmd)}\n{err}")
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    #: CPU seconds of the whole client process (warm-up included).
+    result["client_cpu_s"] = (children.ru_utime - children0.ru_utime
+                              + children.ru_stime - children0.ru_stime)
     return result
 
 
@@ -252,9 +309,13 @@ def median(values: Sequence[float]) -> float:
 
 @dataclass
 class Comparison:
-    """Rounds of (tensorwire, bare) measurements of one case, and their median ratios."""
+    """Rounds of (A, B) measurements of one case, and their median A/B ratios.
+
+    A is tensorwire and B the bare baseline unless `names` says otherwise.
+    """
 
     case: dict[str, Any]
+    names: tuple[str, str] = ("tensorwire", "bare")
     rounds: list[dict[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, server: str, result: dict[str, Any]) -> None:
@@ -263,15 +324,15 @@ class Comparison:
         self.rounds[-1][server] = result
 
     def summary(self, metrics: Sequence[str]) -> dict[str, Any]:
+        a, b = self.names
         out: dict[str, Any] = dict(self.case)
-        complete = [r for r in self.rounds if "tensorwire" in r and "bare" in r]
-        for side in ("tensorwire", "bare"):
+        complete = [r for r in self.rounds if a in r and b in r]
+        for side in (a, b):
             out[side] = {m: median([r[side][m] for r in complete]) for m in metrics
                          if all(m in r[side] for r in complete)}
             out[side]["errors"] = sum(r[side].get("errors", 0) for r in complete)
-        out["ratio"] = {m: median([r["tensorwire"][m] / r["bare"][m] for r in complete
-                                   if r["bare"].get(m)])
-                        for m in metrics if all(m in r["bare"] for r in complete)}
+        out["ratio"] = {m: median([r[a][m] / r[b][m] for r in complete if r[b].get(m)])
+                        for m in metrics if all(m in r[b] and m in r[a] for r in complete)}
         out["rounds"] = len(complete)
         return out
 
