@@ -81,6 +81,8 @@ class ServiceRuntime:
             except asyncio.CancelledError:
                 ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
                 raise
+        if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
+            return result
         return await self.to_host(api, result)
 
     async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context
