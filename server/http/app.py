@@ -10,7 +10,7 @@ from ..schema import openapi, schema_json
 from ..settings import Settings
 from .docs import docs_asset, docs_page
 from .endpoint import HttpEndpoint
-from .responses import error_middleware
+from .responses import json_errors, unmatched
 
 RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
 
@@ -23,8 +23,8 @@ def _json(payload: object, status: int = 200) -> web.Response:
 def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
     settings = settings or runtime.settings
     spec = runtime.spec
-    app = web.Application(client_max_size=settings.max_request_size,
-                          middlewares=[error_middleware])
+    # No middlewares: each one costs every request (see responses.json_errors).
+    app = web.Application(client_max_size=settings.max_request_size)
     app[RUNTIME_KEY] = runtime
     for api in spec.apis.values():
         app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
@@ -49,11 +49,12 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
             return _json({"status": "ready"})
         return _json({"status": "draining" if runtime.draining else "starting"}, 503)
 
-    app.router.add_get("/schema.json", get_schema)
-    app.router.add_get("/docs.json", get_openapi)
-    app.router.add_get("/docs", get_docs)
-    app.router.add_get("/docs/static/{name}", docs_asset)
-    app.router.add_get("/livez", livez)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/healthz", readyz)
+    app.router.add_get("/schema.json", json_errors(get_schema))
+    app.router.add_get("/docs.json", json_errors(get_openapi))
+    app.router.add_get("/docs", json_errors(get_docs))
+    app.router.add_get("/docs/static/{name}", json_errors(docs_asset))
+    app.router.add_get("/livez", json_errors(livez))
+    app.router.add_get("/readyz", json_errors(readyz))
+    app.router.add_get("/healthz", json_errors(readyz))
+    app.router.add_route("*", "/{_unmatched:.*}", unmatched)  # last: 404 / 405 as JSON
     return app

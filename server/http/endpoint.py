@@ -28,7 +28,7 @@ from ..runtime import ServiceRuntime
 from ..settings import Settings
 from ..spec import APISpec, invalid_argument
 from .parts import BodyPart, MultipartPart, media_type_of
-from .responses import error_response
+from .responses import error_response, from_http_exception
 
 log = logging.getLogger("tensorwire.http")
 
@@ -75,6 +75,10 @@ class HttpEndpoint:
                 log.error("%s %s failed [%s]: %s", request.method, request.path,
                           ctx.request.id, exc.message)
             return error_response(exc, ctx.request.id)
+        except web.HTTPException as exc:  # aiohttp's own, e.g. 413 from request.read()
+            if exc.status < 400:
+                raise
+            return error_response(from_http_exception(exc), ctx.request.id)
         except asyncio.CancelledError:
             ctx.cancel()
             raise
