@@ -673,11 +673,13 @@ class ModelCodec(Codec):
             out.append(ModelField(name, key, codec, number, info.description))
         return out
 
-    @property
+    # Cached: the runtime asks `has_tensors` of every response (is there a device
+    # tensor to move?), and the answer is fixed once the fields are.
+    @functools.cached_property
     def is_file(self) -> bool:  # type: ignore[override]
         return any(f.codec.is_file for f in self.fields)
 
-    @property
+    @functools.cached_property
     def has_tensors(self) -> bool:  # type: ignore[override]
         return any(f.codec.has_tensors for f in self.fields)
 

@@ -17,6 +17,7 @@ import logging
 import time
 
 from . import logs
+from .context import RequestInfo
 from .errors import Overloaded, ServiceUnavailable
 from .settings import Settings
 
@@ -26,15 +27,15 @@ _INFO = logging.INFO
 class Ticket:
     """One admitted request; `finish()` exactly once (later calls are ignored)."""
 
-    __slots__ = ("_admission", "_series", "api", "protocol", "request_id", "start")
+    __slots__ = ("_admission", "_series", "api", "protocol", "request", "start")
 
-    def __init__(self, admission: Admission, protocol: str, api: str, request_id: str,
+    def __init__(self, admission: Admission, protocol: str, api: str, request: RequestInfo,
                  series) -> None:
         self._admission = admission
         self._series = series
         self.protocol = protocol
         self.api = api
-        self.request_id = request_id
+        self.request = request  # its id is made only if an access line is written
         self.start = time.perf_counter()
 
     def finish(self, status: int | str, received: int = 0, sent: int = 0) -> None:
@@ -70,15 +71,15 @@ class Admission:
             series = self._series[(protocol, api)] = Series(api, protocol)
         return series
 
-    def admit(self, protocol: str, api: str, request_id: str) -> Ticket:
+    def admit(self, protocol: str, api: str, request: RequestInfo) -> Ticket:
         """Admit a request or raise the error that refuses it (recorded as answered)."""
         if self.draining:
-            self._refused(protocol, api, request_id, ServiceUnavailable.grpc_code
+            self._refused(protocol, api, request, ServiceUnavailable.grpc_code
                           if protocol == "grpc" else "503")
             raise ServiceUnavailable("the server is shutting down; retry on another "
                                      "instance")
         if self.limit and self.in_flight >= self.limit:
-            self._refused(protocol, api, request_id, Overloaded.grpc_code
+            self._refused(protocol, api, request, Overloaded.grpc_code
                           if protocol == "grpc" else "503")
             raise Overloaded(f"more than {self.limit} requests in flight; retry later",
                              headers={"Retry-After": self.retry_after})
@@ -86,14 +87,14 @@ class Admission:
         if series is not None:
             series.in_flight.inc()
         self.in_flight += 1
-        return Ticket(self, protocol, api, request_id, series)
+        return Ticket(self, protocol, api, request, series)
 
-    def _refused(self, protocol: str, api: str, request_id: str, status: str) -> None:
+    def _refused(self, protocol: str, api: str, request: RequestInfo, status: str) -> None:
         series = self._series_of(protocol, api)
         if series is not None:
             series.answered(status, 0.0, 0, 0)
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
-            logs.access(protocol, api, status, 0.0, request_id, 0, 0)
+            logs.access(protocol, api, status, 0.0, request.id, 0, 0)
 
     def _release(self, ticket: Ticket, status: str, received: int, sent: int) -> None:
         self.in_flight -= 1
@@ -103,7 +104,7 @@ class Admission:
             series.in_flight.dec()
             series.answered(status, seconds, received, sent)
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
-            logs.access(ticket.protocol, ticket.api, status, seconds, ticket.request_id,
+            logs.access(ticket.protocol, ticket.api, status, seconds, ticket.request.id,
                         received, sent)
         if self.in_flight == 0 and self._idle is not None:
             self._idle.set()

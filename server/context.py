@@ -11,55 +11,103 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from .tempdirs import TempDirs
 
+#: What a transport hands to `Headers`: a mapping, pairs, or a function returning either.
+HeaderSource: TypeAlias = (
+    Mapping[str, Any] | Iterable[tuple[str, Any]]
+    | Callable[[], Mapping[str, Any] | Iterable[tuple[str, Any]]]
+)
+
 
 class Headers(Mapping[str, str]):
-    """Case-insensitive, read-only request headers / metadata (first value wins)."""
+    """Case-insensitive, read-only request headers / metadata (first value wins).
 
-    __slots__ = ("_items",)
+    Built lazily: the transport hands over its own header object (or a function that
+    returns the pairs) and nothing is copied unless a method reads a header, so requests
+    whose method never looks cost nothing.
+    """
 
-    def __init__(self, items: Mapping[str, str] | list[tuple[str, str]] | None = None) -> None:
-        pairs = items.items() if isinstance(items, Mapping) else (items or [])
-        store: dict[str, str] = {}
-        for k, v in pairs:
-            store.setdefault(k.lower(), v if isinstance(v, str) else v.decode("latin-1"))
-        self._items = store
+    __slots__ = ("_items", "_source")
+
+    def __init__(self, items: HeaderSource | None = None) -> None:
+        self._source = items
+        self._items: dict[str, str] | None = None
+
+    @property
+    def _store(self) -> dict[str, str]:
+        store = self._items
+        if store is None:
+            items = self._source
+            if callable(items):
+                items = items()
+            pairs = items.items() if isinstance(items, Mapping) else (items or [])
+            store = {}
+            for k, v in pairs:
+                store.setdefault(k.lower(), v if isinstance(v, str) else v.decode("latin-1"))
+            self._items = store
+            self._source = None
+        return store
 
     def __getitem__(self, key: str) -> str:
-        return self._items[key.lower()]
+        return self._store[key.lower()]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return iter(self._store)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._store)
 
     def __repr__(self) -> str:
-        return f"Headers({self._items!r})"
+        return f"Headers({self._store!r})"
 
 
 class RequestInfo:
-    """The incoming request, protocol-neutral."""
+    """The incoming request, protocol-neutral.
 
-    __slots__ = ("api", "headers", "id", "peer", "protocol")
+    `peer` and `id` are resolved on first read: most requests never need them, and
+    making a request id (or asking the transport for the peer address) per request is
+    measurable at tens of thousands of requests per second (bench/README.md).
+    """
 
-    def __init__(self, protocol: str, api: str, headers: Headers, peer: str | None = None,
-                 request_id: str = "") -> None:
+    __slots__ = ("_id", "_peer", "api", "headers", "protocol")
+
+    def __init__(self, protocol: str, api: str, headers: Headers,
+                 peer: str | Callable[[], str | None] | None = None,
+                 request_id: str | None = None) -> None:
         self.protocol = protocol  # "http" or "grpc"
         self.api = api
         self.headers = headers
-        self.peer = peer
-        #: Correlates the client's error body with the server's log line.
-        self.id = request_id
+        self._peer = peer
+        self._id = request_id
+
+    @property
+    def peer(self) -> str | None:
+        peer = self._peer
+        if callable(peer):
+            peer = self._peer = peer()
+        return peer
+
+    @property
+    def id(self) -> str:
+        """Correlates the client's error body with the server's log line: the client's
+        `X-Request-ID` header (gRPC `x-request-id` metadata), else a new random id."""
+        if self._id is None:
+            self._id = self.headers.get("x-request-id") or os.urandom(8).hex()
+        return self._id
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self._id = value
 
 
 class ResponseInfo:
@@ -102,7 +150,10 @@ class Context:
         self.limits: Mapping[str, Any] = limits if limits is not None else {}
         self._temp_dirs = temp_dirs
         self._temp_dir: Path | None = None
-        self._cancelled = threading.Event()
+        # A plain flag, not a threading.Event (whose Condition and lock cost more than the
+        # rest of the Context): it only ever goes False -> True, and a bool attribute is
+        # read and written atomically, so sync methods in the pool may poll it.
+        self._cancelled = False
         self._lock = threading.Lock()
         self._pending: Future[Any] | None = None
         self._closed = False
@@ -127,10 +178,10 @@ class Context:
     @property
     def cancelled(self) -> bool:
         """True once the client went away or the deadline passed: long sync work may poll it."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        self._cancelled = True
 
     @contextlib.contextmanager
     def active(self) -> Iterator[Context]:

@@ -158,6 +158,8 @@ class ServiceRuntime:
                 ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
                 ctx.close_after(future)  # and its temp files stay until it returns
                 raise
+        if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
+            return result
         return await self.to_host(api, result)
 
     async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context

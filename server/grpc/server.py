@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any
 
 import grpc
@@ -38,11 +37,13 @@ class GrpcEndpoint:
         self.admission = runtime.admission
 
     def _context(self, context: grpc.aio.ServicerContext) -> Context:
-        metadata = Headers([(k, v) for k, v in (context.invocation_metadata() or ())
-                            if not k.endswith("-bin")])
-        request_id = metadata.get("x-request-id") or uuid.uuid4().hex[:16]
-        return self.runtime.context(RequestInfo("grpc", self.api.name, metadata,
-                                                context.peer(), request_id))
+        # Metadata, peer and request id are read lazily (see RequestInfo).
+        def metadata() -> list[tuple[str, str]]:
+            return [(k, v) for k, v in (context.invocation_metadata() or ())
+                    if not k.endswith("-bin")]
+
+        return self.runtime.context(RequestInfo("grpc", self.api.name, Headers(metadata),
+                                                context.peer))
 
     def _decode(self, data: bytes, ctx: Context) -> dict[str, Any]:
         msg = self.messages.parse_request(data)
@@ -69,7 +70,7 @@ class GrpcEndpoint:
 
     async def _admit(self, context: grpc.aio.ServicerContext, ctx: Context) -> Ticket:
         try:
-            return self.admission.admit("grpc", self.api.name, ctx.request.id)
+            return self.admission.admit("grpc", self.api.name, ctx.request)
         except TensorwireError as exc:  # draining or over the concurrency limit
             ctx.close()
             await self._abort(context, exc, ctx)

@@ -10,7 +10,7 @@ from ..schema import openapi, schema_json
 from ..settings import Settings
 from .docs import docs_asset, docs_page
 from .endpoint import HttpEndpoint
-from .responses import error_middleware
+from .responses import json_errors, unmatched
 
 RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
 
@@ -23,7 +23,9 @@ def _json(payload: object, status: int = 200) -> web.Response:
 def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
     settings = settings or runtime.settings
     spec = runtime.spec
-    middlewares = [error_middleware]
+    # Middlewares only for what was configured: each one costs every request (see
+    # responses.json_errors, which gives router errors their JSON body without one).
+    middlewares = []
     if settings.auth_token:
         from ..auth import BearerAuth
         from .security import auth_middleware, open_paths
@@ -61,13 +63,13 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
             return _json({"status": "ready"})
         return _json({"status": "draining" if runtime.draining else "starting"}, 503)
 
-    app.router.add_get("/schema.json", get_schema)
-    app.router.add_get("/docs.json", get_openapi)
-    app.router.add_get("/docs", get_docs)
-    app.router.add_get("/docs/static/{name}", docs_asset)
-    app.router.add_get("/livez", livez)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/healthz", readyz)
+    app.router.add_get("/schema.json", json_errors(get_schema))
+    app.router.add_get("/docs.json", json_errors(get_openapi))
+    app.router.add_get("/docs", json_errors(get_docs))
+    app.router.add_get("/docs/static/{name}", json_errors(docs_asset))
+    app.router.add_get("/livez", json_errors(livez))
+    app.router.add_get("/readyz", json_errors(readyz))
+    app.router.add_get("/healthz", json_errors(readyz))
     if settings.metrics:
         from .. import metrics
 
@@ -75,5 +77,6 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
             body, content_type = metrics.render()
             return web.Response(body=body, headers={"Content-Type": content_type})
 
-        app.router.add_get("/metrics", get_metrics)
+        app.router.add_get("/metrics", json_errors(get_metrics))
+    app.router.add_route("*", "/{_unmatched:.*}", unmatched)  # last: 404 / 405 as JSON
     return app

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any
 
 import orjson
@@ -31,7 +30,7 @@ from ..runtime import ServiceRuntime
 from ..settings import Settings
 from ..spec import APISpec, invalid_argument
 from .parts import BodyPart, MultipartPart, media_type_of
-from .responses import error_response
+from .responses import error_response, from_http_exception
 
 log = logging.getLogger("tensorwire.http")
 
@@ -71,14 +70,17 @@ class HttpEndpoint:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The aiohttp handler: admission, then the request itself."""
-        request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex[:16]
+        # Headers, peer and request id are read lazily (see RequestInfo): nothing here
+        # runs per request unless a method, an access line or an error needs it.
+        info = RequestInfo("http", self.api.name, Headers(request.headers),
+                           lambda: request.remote)
         try:
-            ticket = self.admission.admit("http", self.api.name, request_id)
+            ticket = self.admission.admit("http", self.api.name, info)
         except TensorwireError as exc:  # draining or over the concurrency limit
-            return error_response(exc, request_id)
+            return error_response(exc, info.id)
         resp: web.StreamResponse | None = None
         try:
-            resp = await self._serve(request, request_id)
+            resp = await self._serve(request, info)
             return resp
         finally:
             if resp is None:  # cancelled: the client went away
@@ -87,10 +89,8 @@ class HttpEndpoint:
                 ticket.finish(resp.status, request.content_length or 0,
                               resp.body_length or resp.content_length or 0)
 
-    async def _serve(self, request: web.Request, request_id: str) -> web.StreamResponse:
-        ctx = self.runtime.context(RequestInfo("http", self.api.name,
-                                               Headers(request.headers), request.remote,
-                                               request_id))
+    async def _serve(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+        ctx = self.runtime.context(info)
         try:
             kwargs = await self.decode(request, ctx)
             if self.api.output.stream:
@@ -101,19 +101,24 @@ class HttpEndpoint:
         except TensorwireError as exc:
             if not exc.public:
                 log.error("%s %s failed [%s]: %s", request.method, request.path,
-                          request_id, exc.message)
-            return error_response(exc, request_id)
+                          ctx.request.id, exc.message)
+            return error_response(exc, ctx.request.id)
+        except web.HTTPException as exc:  # aiohttp's own, e.g. 413 from request.read()
+            if exc.status < 400:
+                raise
+            return error_response(from_http_exception(exc), ctx.request.id)
         except asyncio.CancelledError:
             ctx.cancel()
             raise
         except ConnectionError as exc:  # the client left mid-request (mid-upload)
             ctx.cancel()
             log.info("%s %s: client went away [%s]: %s", request.method, request.path,
-                     request_id, exc)
-            return error_response(Cancelled(), request_id)
+                     ctx.request.id, exc)
+            return error_response(Cancelled(), ctx.request.id)
         except Exception:
-            log.exception("%s %s failed [%s]", request.method, request.path, request_id)
-            return error_response(InternalError(), request_id)
+            log.exception("%s %s failed [%s]", request.method, request.path,
+                          ctx.request.id)
+            return error_response(InternalError(), ctx.request.id)
         finally:
             ctx.close()
 

@@ -7,6 +7,8 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import aiohttp
 import pytest
@@ -30,6 +32,17 @@ def test_wrong_method_is_405_json_with_allow(servers):
     assert reply.status == 405
     assert reply.json()["error"]
     assert "POST" in reply.headers["allow"]
+
+
+def test_router_errors_on_any_path_and_method_are_json(servers):
+    url = servers[Quickstart].http_url
+    deep = get(url + "/no/such/deep/path")
+    assert deep.status == 404 and deep.json()["error"]
+    docs = post(url + "/docs", {})
+    assert docs.status == 405 and "GET" in docs.headers["allow"]
+    assert docs.json()["error"]
+    asset = get(url + "/docs/static/nope.js")
+    assert asset.status == 404 and asset.json()["error"]
 
 
 @pytest.mark.parametrize(("body", "fragment"), [
@@ -104,6 +117,20 @@ def test_body_larger_than_the_limit_is_413():
         big = post(server.http_url + "/echo_bytes", {"data": "A" * 4000})
         assert big.status == 413
         assert big.json()["error"]
+        assert get(server.http_url + "/readyz").status == 200
+
+
+def test_chunked_body_larger_than_the_limit_is_413_not_500():
+    """No Content-Length: the limit is hit while reading (aiohttp's own 413)."""
+    with serving(Probe, max_request_size=1024) as server:
+        req = urllib.request.Request(
+            server.http_url + "/echo_bytes", data=iter([b'{"data": "', b"A" * 4000, b'"}']),
+            headers={"Content-Type": "application/json"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=30)
+        assert err.value.code == 413
+        body = json.loads(err.value.read())
+        assert body["error"] and body["request_id"]
         assert get(server.http_url + "/readyz").status == 200
 
 

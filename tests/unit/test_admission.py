@@ -9,8 +9,13 @@ import pytest
 
 from tensorwire import metrics
 from tensorwire.admission import Admission
+from tensorwire.context import Headers, RequestInfo
 from tensorwire.errors import Overloaded, ServiceUnavailable
 from tensorwire.settings import Settings
+
+
+def req(request_id: str) -> RequestInfo:
+    return RequestInfo("http", "api", Headers(), None, request_id)
 
 
 def count(api: str, protocol: str, status: str) -> float:
@@ -26,24 +31,24 @@ def in_flight(api: str, protocol: str) -> float:
 def test_limit_refuses_with_retry_after_and_counts_it():
     adm = Admission(Settings(max_concurrency=2, retry_after=7))
     before_ok, before_refused = count("adm_a", "http", "200"), count("adm_a", "http", "503")
-    t1 = adm.admit("http", "adm_a", "r1")
-    adm.admit("http", "adm_a", "r2")
+    t1 = adm.admit("http", "adm_a", req("r1"))
+    adm.admit("http", "adm_a", req("r2"))
     assert adm.in_flight == 2 and in_flight("adm_a", "http") == 2
     with pytest.raises(Overloaded) as exc:
-        adm.admit("http", "adm_a", "r3")
+        adm.admit("http", "adm_a", req("r3"))
     assert exc.value.headers["Retry-After"] == "7"
     assert exc.value.status_code == 503 and exc.value.grpc_code == "RESOURCE_EXHAUSTED"
     t1.finish(200, 10, 20)
     t1.finish(200, 10, 20)  # a second finish is ignored
     assert adm.in_flight == 1 and in_flight("adm_a", "http") == 1
-    adm.admit("http", "adm_a", "r4")  # room again
+    adm.admit("http", "adm_a", req("r4"))  # room again
     assert count("adm_a", "http", "200") - before_ok == 1
     assert count("adm_a", "http", "503") - before_refused == 1
 
 
 def test_no_limit_by_default():
     adm = Admission(Settings())
-    tickets = [adm.admit("grpc", "adm_b", str(i)) for i in range(500)]
+    tickets = [adm.admit("grpc", "adm_b", req(str(i))) for i in range(500)]
     assert adm.in_flight == 500
     for t in tickets:
         t.finish("OK")
@@ -52,26 +57,26 @@ def test_no_limit_by_default():
 
 async def test_drain_refuses_new_and_waits_for_in_flight():
     adm = Admission(Settings())
-    ticket = adm.admit("grpc", "adm_c", "r1")
+    ticket = adm.admit("grpc", "adm_c", req("r1"))
     drain = asyncio.create_task(adm.drain(5))
     await asyncio.sleep(0.05)
     assert not drain.done()
     with pytest.raises(ServiceUnavailable):
-        adm.admit("grpc", "adm_c", "r2")
+        adm.admit("grpc", "adm_c", req("r2"))
     ticket.finish("OK")
     assert await asyncio.wait_for(drain, 1) is True
 
 
 async def test_drain_gives_up_after_its_timeout():
     adm = Admission(Settings())
-    adm.admit("http", "adm_d", "r1")
+    adm.admit("http", "adm_d", req("r1"))
     assert await adm.drain(0.05) is False
 
 
 def test_access_line_per_request(caplog):
     adm = Admission(Settings(access_log=True))
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
-        adm.admit("http", "adm_e", "req-42").finish(201, 3, 4)
+        adm.admit("http", "adm_e", req("req-42")).finish(201, 3, 4)
     (record,) = [r for r in caplog.records if r.name == "tensorwire.access"]
     assert record.fields["request_id"] == "req-42"
     assert (record.fields["protocol"], record.fields["api"], record.fields["status"]) == (
@@ -95,6 +100,6 @@ def test_batch_observer_records_size_and_queue_waits():
 def test_access_log_and_metrics_can_be_off(caplog):
     adm = Admission(Settings(access_log=False, metrics=False))
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
-        adm.admit("http", "adm_f", "r").finish(200)
+        adm.admit("http", "adm_f", req("r")).finish(200)
     assert not [r for r in caplog.records if r.name == "tensorwire.access"]
     assert count("adm_f", "http", "200") == 0

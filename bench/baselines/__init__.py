@@ -1,0 +1,1 @@
+"""The bare-framework servers tensorwire is measured against."""

@@ -1,0 +1,1 @@
+"""Load generators; each runs in its own process and prints one JSON line."""

@@ -1,0 +1,114 @@
+"""grpc.aio load client: `concurrency` coroutines on one channel, back-to-back calls.
+
+    python -m bench.load.grpc_client --target 127.0.0.1:50051 --method /bench.Bench/Predict \
+        --request-hex 0911... --concurrency 16 --duration 5 [--stream]
+
+Requests are pre-serialized bytes and replies are left as bytes (no serializers), so the
+client spends as little CPU as grpc.aio allows and sends identical bytes to both servers.
+Prints `WARM` after the warm-up, then one JSON line (percentiles over all samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import time
+
+import grpc
+
+from bench.common import percentile
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def run(args: argparse.Namespace) -> dict:
+    request = bytes.fromhex(args.request_hex)
+    async with grpc.aio.insecure_channel(args.target) as channel:
+        if args.stream:
+            method = channel.unary_stream(args.method)
+        else:
+            method = channel.unary_unary(args.method)
+
+        async def unary(stats: dict) -> None:
+            t0 = time.perf_counter()
+            await method(request, timeout=30)
+            stats["lat"].append(time.perf_counter() - t0)
+
+        async def stream(stats: dict) -> None:
+            t0 = time.perf_counter()
+            first = None
+            n = 0
+            async for _ in method(request, timeout=60):
+                if first is None:
+                    first = time.perf_counter() - t0
+                n += 1
+            stats["lat"].append(time.perf_counter() - t0)
+            stats["ttfc"].append(first if first is not None else float("nan"))
+            stats["tokens"] += n
+
+        call = stream if args.stream else unary
+
+        async def loop(deadline: float, stats: dict) -> None:
+            while time.perf_counter() < deadline:
+                try:
+                    await call(stats)
+                except grpc.RpcError:
+                    stats["errors"] += 1
+
+        def fresh() -> dict:
+            return {"lat": [], "ttfc": [], "errors": 0, "tokens": 0}
+
+        await channel.channel_ready()
+        deadline = time.perf_counter() + args.warmup
+        await asyncio.gather(*(loop(deadline, fresh()) for _ in range(args.concurrency)))
+        print("WARM", flush=True)
+        stats = fresh()
+        cpu0 = _cpu()
+        start = time.perf_counter()
+        deadline = start + args.duration
+        await asyncio.gather(*(loop(deadline, stats) for _ in range(args.concurrency)))
+        elapsed = time.perf_counter() - start
+        cpu = _cpu() - cpu0
+    lat = sorted(stats["lat"])
+    out = {
+        "requests": len(lat),
+        "errors": stats["errors"],
+        "elapsed_s": elapsed,
+        "rps": len(lat) / elapsed,
+        "p50_ms": percentile(lat, 50) * 1e3,
+        "p90_ms": percentile(lat, 90) * 1e3,
+        "p99_ms": percentile(lat, 99) * 1e3,
+        "max_ms": (lat[-1] if lat else float("nan")) * 1e3,
+        "client_cpu": cpu / elapsed,
+        "samples": len(lat),
+    }
+    if args.stream:
+        ttfc = sorted(stats["ttfc"])
+        out.update(tokens=stats["tokens"], tokens_per_s=stats["tokens"] / elapsed,
+                   ttfc_p50_ms=percentile(ttfc, 50) * 1e3,
+                   ttfc_p99_ms=percentile(ttfc, 99) * 1e3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--target", required=True)
+    p.add_argument("--method", required=True)
+    p.add_argument("--request-hex", required=True)
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--stream", action="store_true")
+    args = p.parse_args(argv)
+    print(json.dumps(asyncio.run(run(args))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
