@@ -23,6 +23,7 @@ from typing import Any
 
 from .admission import Admission
 from .context import Context
+from .deadlines import Deadlines, Expired
 from .errors import DeadlineExceeded, ServiceUnavailable
 from .sdk import ServiceSpec
 from .settings import Settings
@@ -50,6 +51,7 @@ class ServiceRuntime:
         self._methods: dict[str, Callable[..., Any]] = {}
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
+        self._deadlines = Deadlines()
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
@@ -200,14 +202,10 @@ class ServiceRuntime:
         """Await `awaitable` within `limit` seconds, else DeadlineExceeded."""
         if limit is None:
             return await awaitable
-        timer = asyncio.timeout(limit)
         try:
-            async with timer:
-                return await awaitable
-        except TimeoutError:
-            if timer.expired():
-                raise self._timed_out(limit, ctx) from None
-            raise
+            return await self._deadlines.run(limit, awaitable)
+        except Expired:
+            raise self._timed_out(limit, ctx) from None
 
     async def to_host(self, api: APISpec, value: Any) -> Any:
         """Move every device tensor of an output to the host in one batched transfer.

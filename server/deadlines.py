@@ -1,0 +1,94 @@
+"""Per-request time limits without a timer per request.
+
+`asyncio.timeout()` schedules one timer handle per request and cancels it again on the
+way out: at tens of thousands of requests per second that alone was ~6 µs of a ~70 µs
+request (bench/README.md, profile of bench/http_json.py). Almost every request finishes
+long before its limit, so one sweeper per event loop does the same job: each request
+registers its deadline in a dict, and a single periodic callback, running only while
+requests are in flight, cancels the tasks whose deadline passed. A limit then fires up to
+one tick late; the tick is a small fraction of the shortest limit seen (at most 50 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+#: The sweeper checks this many times per shortest limit (bounded by _MIN/_MAX_TICK).
+_TICKS_PER_LIMIT = 20
+_MIN_TICK = 0.002
+_MAX_TICK = 0.05
+
+
+class Expired(Exception):
+    """The awaited work ran past its limit (the caller turns it into its own error)."""
+
+
+class _Entry:
+    __slots__ = ("cancelling", "deadline", "expired", "task")
+
+    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
+        self.task = task
+        self.deadline = deadline
+        self.cancelling = task.cancelling()
+        self.expired = False
+
+
+class Deadlines:
+    """The deadlines of one event loop's in-flight requests, swept by one timer."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, _Entry] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tick = _MAX_TICK
+
+    async def run(self, limit: float, awaitable: Any) -> Any:
+        """Await `awaitable`; past `limit` seconds cancel it and raise `Expired`."""
+        task = asyncio.current_task()
+        if task is None:  # not inside a task: nothing to cancel, so no limit to enforce
+            return await awaitable
+        loop = task.get_loop()
+        if loop is not self._loop:  # first use, or a new loop (tests): its own sweeper
+            self._loop, self._timer = loop, None
+        entry = _Entry(task, loop.time() + limit)
+        key = id(entry)
+        self._entries[key] = entry
+        tick = limit / _TICKS_PER_LIMIT
+        if tick < self._tick:
+            self._tick = max(tick, _MIN_TICK)
+            if self._timer is not None:  # a shorter limit: sweep sooner from now on
+                self._timer.cancel()
+                self._timer = None
+        if self._timer is None:
+            self._timer = loop.call_later(self._tick, self._sweep)
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            # Ours only if no one else asked for the cancellation too (as asyncio.timeout).
+            if entry.expired and task.uncancel() <= entry.cancelling:
+                raise Expired from None
+            raise
+        else:
+            if entry.expired:  # it finished (or swallowed the cancel) at the last moment
+                task.uncancel()
+            return result
+        finally:
+            del self._entries[key]
+
+    def _sweep(self) -> None:
+        self._timer = None
+        entries = self._entries
+        if not entries:
+            return  # idle: the next request starts the sweeper again
+        now = self._loop.time()  # type: ignore[union-attr]
+        for entry in list(entries.values()):
+            if not entry.expired and entry.deadline <= now:
+                entry.expired = True
+                entry.task.cancel()
+        self._timer = self._loop.call_later(self._tick, self._sweep)  # type: ignore[union-attr]
+
+    @property
+    def pending(self) -> int:
+        """Requests under a limit right now (tests check nothing is left behind)."""
+        return len(self._entries)

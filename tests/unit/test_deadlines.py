@@ -1,0 +1,105 @@
+"""The one-sweeper request deadlines: expiry, early finish, foreign cancels, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tensorwire.deadlines import Deadlines, Expired
+
+
+async def test_work_past_its_limit_is_cancelled_and_reported_expired() -> None:
+    deadlines = Deadlines()
+    stopped = asyncio.Event()
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            stopped.set()
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(Expired):
+        await deadlines.run(0.05, slow())
+    took = loop.time() - start
+    assert stopped.is_set()  # the work itself was cancelled, not left running
+    assert 0.05 <= took < 1.0
+    assert deadlines.pending == 0
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_work_within_its_limit_returns_its_value_and_leaves_nothing() -> None:
+    deadlines = Deadlines()
+
+    async def quick() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    results = await asyncio.gather(*(deadlines.run(5.0, quick()) for _ in range(100)))
+    assert results == [42] * 100
+    assert deadlines.pending == 0
+
+
+async def test_only_the_late_requests_expire_among_concurrent_ones() -> None:
+    deadlines = Deadlines()
+
+    async def sleep_then(value: float) -> float:
+        await asyncio.sleep(value)
+        return value
+
+    async def one(limit: float, cost: float) -> str:
+        try:
+            await deadlines.run(limit, sleep_then(cost))
+            return "ok"
+        except Expired:
+            return "expired"
+
+    outcomes = await asyncio.gather(one(1.0, 0.01), one(0.05, 2.0), one(1.0, 0.1),
+                                    one(0.02, 5.0))
+    assert outcomes == ["ok", "expired", "ok", "expired"]
+    assert deadlines.pending == 0
+
+
+async def test_a_cancel_from_elsewhere_stays_a_cancel_not_an_expiry() -> None:
+    deadlines = Deadlines()
+    started = asyncio.Event()
+
+    async def wait_forever() -> None:
+        started.set()
+        await asyncio.sleep(10)
+
+    task = asyncio.create_task(deadlines.run(5.0, wait_forever()))
+    await started.wait()
+    task.cancel()  # e.g. the client hung up
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert deadlines.pending == 0
+
+
+async def test_errors_of_the_work_pass_through_unchanged() -> None:
+    deadlines = Deadlines()
+
+    async def fail() -> None:
+        raise ValueError("model broke")
+
+    with pytest.raises(ValueError, match="model broke"):
+        await deadlines.run(1.0, fail())
+    assert deadlines.pending == 0
+
+
+async def test_a_shorter_limit_arriving_later_still_fires_on_time() -> None:
+    deadlines = Deadlines()
+
+    async def long_one() -> None:
+        await deadlines.run(30.0, asyncio.sleep(0.5))
+
+    background = asyncio.create_task(long_one())  # starts the sweeper with a coarse tick
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(Expired):
+        await deadlines.run(0.03, asyncio.sleep(10))
+    assert loop.time() - start < 0.25  # not held to the 30 s limit's 50 ms tick
+    await background
