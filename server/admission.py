@@ -60,6 +60,7 @@ class Admission:
         self._metrics = settings.metrics
         self._access = settings.access_log
         self._series: dict[tuple[str, str], object] = {}
+        self._flush_due = False
 
     def _series_of(self, protocol: str, api: str):
         if not self._metrics:
@@ -85,7 +86,9 @@ class Admission:
                              headers={"Retry-After": self.retry_after})
         series = self._series_of(protocol, api)
         if series is not None:
-            series.in_flight.inc()
+            series.in_flight += 1
+            if not self._flush_due:
+                self._schedule_flush()
         self.in_flight += 1
         return Ticket(self, protocol, api, request, series)
 
@@ -93,6 +96,7 @@ class Admission:
         series = self._series_of(protocol, api)
         if series is not None:
             series.answered(status, 0.0, 0, 0)
+            self._schedule_flush()
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
             logs.access(protocol, api, status, 0.0, request.id, 0, 0)
 
@@ -101,13 +105,34 @@ class Admission:
         seconds = time.perf_counter() - ticket.start
         series = ticket._series
         if series is not None:
-            series.in_flight.dec()
+            series.in_flight -= 1
             series.answered(status, seconds, received, sent)
+            if not self._flush_due:
+                self._schedule_flush()
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
             logs.access(ticket.protocol, ticket.api, status, seconds, ticket.request.id,
                         received, sent)
         if self.in_flight == 0 and self._idle is not None:
             self._idle.set()
+
+    def _schedule_flush(self) -> None:
+        """Counts reach prometheus_client within FLUSH_INTERVAL (one timer, not one a
+        request); a scrape of this process flushes at once."""
+        from . import metrics
+
+        self._flush_due = True
+        try:
+            asyncio.get_running_loop().call_later(metrics.FLUSH_INTERVAL, self.flush)
+        except RuntimeError:  # no loop (a direct call in tests): flush now
+            self.flush()
+
+    def flush(self) -> None:
+        """Push this worker's pending request metrics to prometheus_client now."""
+        self._flush_due = False
+        if self._series:
+            from . import metrics
+
+            metrics.flush()
 
     async def drain(self, timeout: float) -> bool:
         """Refuse new requests from now on; wait up to `timeout` s for in-flight ones.

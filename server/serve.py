@@ -98,6 +98,7 @@ class Server:
         if not await admission.drain(grace):
             log.warning("%d request(s) still running after the %g s grace period; "
                         "cancelling them", admission.in_flight, grace)
+        admission.flush()  # this worker's last counts, before its process goes
         tasks = []
         if self._grpc is not None:
             tasks.append(self._grpc.stop(CLOSE_TIMEOUT))

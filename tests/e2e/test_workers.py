@@ -6,11 +6,13 @@ import json
 import os
 import signal
 import tempfile
+import time
 
 import grpc
 import pytest
 
 import tensorwire
+from tensorwire.metrics import FLUSH_INTERVAL
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, sample, scrape, wait_for
 from tests.support.ops_service import Ops
@@ -58,14 +60,22 @@ def test_two_workers_serve_both_protocols_and_a_killed_one_is_replaced():
         grpc_pids, grpc_calls = distinct(lambda: grpc_pid(server), 2)
         assert grpc_pids == http_pids
 
-        # one scrape sums every worker's counters: exactly the calls made so far
+        # one scrape sums every worker's counters: exactly the calls made so far, once
+        # each worker's last counts are flushed (within metrics.FLUSH_INTERVAL)
         extra = post(server.http_url, "echo", {"text": "x"})
         assert extra.status == 200
-        samples = scrape(server.http_url)
-        assert sample(samples, "tensorwire_requests_total", api="echo", protocol="http",
-                      status="200") == 1
-        assert sample(samples, "tensorwire_requests_total", api="pid", protocol="grpc",
-                      status="OK") == grpc_calls
+
+        def counted() -> tuple[float, float]:
+            samples = scrape(server.http_url)
+            return (sample(samples, "tensorwire_requests_total", api="echo",
+                           protocol="http", status="200"),
+                    sample(samples, "tensorwire_requests_total", api="pid",
+                           protocol="grpc", status="OK"))
+
+        wait_for(lambda: counted() == (1, grpc_calls), timeout=5,
+                 what=f"the scrape to count 1 echo and {grpc_calls} pid calls")
+        time.sleep(2 * FLUSH_INTERVAL)
+        assert counted() == (1, grpc_calls)  # and never more
 
         victim = sorted(http_pids)[0]
         os.kill(victim, signal.SIGKILL)

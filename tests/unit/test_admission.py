@@ -19,11 +19,13 @@ def req(request_id: str) -> RequestInfo:
 
 
 def count(api: str, protocol: str, status: str) -> float:
+    metrics.flush()  # what a scrape does first
     return metrics.REGISTRY.get_sample_value(
         "tensorwire_requests_total", {"api": api, "protocol": protocol, "status": status}) or 0
 
 
 def in_flight(api: str, protocol: str) -> float:
+    metrics.flush()
     return metrics.REGISTRY.get_sample_value(
         "tensorwire_requests_in_flight", {"api": api, "protocol": protocol}) or 0
 

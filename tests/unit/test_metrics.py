@@ -1,0 +1,57 @@
+"""Request metrics counted on the loop, then flushed into prometheus_client."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import Histogram
+from prometheus_client.utils import floatToGoString
+
+from tensorwire import metrics
+from tensorwire.admission import Admission
+from tensorwire.context import Headers, RequestInfo
+from tensorwire.settings import Settings
+
+
+def sample(name: str, **labels: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_buckets_match_what_prometheus_observe_would_count() -> None:
+    values = [0.0, 0.001, 0.0011, 0.0025, 0.3, 1.0, 59.9, 60.0, 61.0, 1e9]
+    ours = metrics.Series("met_buckets", "http")
+    for v in values:
+        ours.answered("200", v, 0, 0)
+    ours.flush()
+    reference = Histogram("met_reference_seconds", "reference",
+                                  buckets=metrics.LATENCY_BUCKETS)
+    for v in values:
+        reference.observe(v)
+    for bound in metrics.LATENCY_BUCKETS:
+        le = floatToGoString(bound)
+        got = sample("tensorwire_request_duration_seconds_bucket", api="met_buckets",
+                     protocol="http", le=le)
+        want = sample("met_reference_seconds_bucket", le=le)
+        assert got == want, (le, got, want)
+    assert sample("tensorwire_request_duration_seconds_sum", api="met_buckets",
+                  protocol="http") == sum(values)
+
+
+async def test_counts_reach_a_scrape_at_once_and_prometheus_within_the_interval() -> None:
+    adm = Admission(Settings())
+    labels = {"api": "met_async", "protocol": "grpc"}
+    for _ in range(7):
+        adm.admit("grpc", "met_async", RequestInfo("grpc", "met_async", Headers(), None,
+                                                   "r")).finish("OK", 10, 2000)
+    held = adm.admit("grpc", "met_async", RequestInfo("grpc", "met_async", Headers(), None,
+                                                      "r"))
+    text, _ = metrics.render()  # a scrape flushes first
+    assert b'tensorwire_requests_total{api="met_async",protocol="grpc",status="OK"} 7.0' \
+        in text
+    assert sample("tensorwire_requests_in_flight", **labels) == 1
+    held.finish("INVALID_ARGUMENT")
+    await asyncio.sleep(metrics.FLUSH_INTERVAL + 0.2)  # no scrape: the timer flushes
+    assert sample("tensorwire_requests_total", status="INVALID_ARGUMENT", **labels) == 1
+    assert sample("tensorwire_requests_in_flight", **labels) == 0
+    assert sample("tensorwire_response_size_bytes_count", **labels) == 8
+    assert sample("tensorwire_response_size_bytes_sum", **labels) == 7 * 2000
