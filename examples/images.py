@@ -5,7 +5,7 @@
     curl --data-binary @photo.png -H 'Content-Type: image/png' localhost:3000/upload_image
     curl -F 'image=@photo.jpg' -F 'width=64' -F 'height=64' localhost:3000/resize -o small.jpg
     curl -F 'image=@digit.jpg' localhost:3000/predict_digit
-    curl -F 'image=@a.png' -F 'image=@b.png' localhost:3000/sizes
+    curl -F 'images=@a.png' -F 'images=@b.png' localhost:3000/sizes
     curl -F 'image=@photo.png' localhost:3000/thumbnails   # multipart/form-data response
     curl --data-binary @photo.png -H 'Content-Type: image/png' localhost:3000/mirror_png -o m.png
 

@@ -7,6 +7,8 @@ after each one the server still answers and no request directory is left behind.
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import io
 import json
 import subprocess
@@ -25,7 +27,7 @@ from examples.audio import AudioFiles
 from examples.images import ImageTools, draw_digit
 from tests.support.grpc_calls import GrpcCaller, error_locs
 from tests.support.servers import serving
-from tests.support.uploads import PROTOCOLS, Reply, call, field, file
+from tests.support.uploads import PROTOCOLS, Reply, Up, call, field, file
 
 MiB = 1024 * 1024
 
@@ -91,6 +93,47 @@ HEALTH_CALLS = {
     "AudioFiles": ("speak", [field("text", "ok")]),
     "ImageTools": ("upload_image", [file("image", PNG, "p.png", "image/png")]),
 }
+
+
+def curl_multipart(server: t.Any, api: str, parts: list[Up], work: Path
+                   ) -> tuple[Reply, list[tuple[str, str, bytes]]]:
+    """POST `parts` with curl -F to an API whose answer is multipart/form-data.
+
+    The body comes back as bytes (`-o`) and is parsed with the stdlib email parser under
+    the response's Content-Type; the Reply's value has the shape `call` gives (one entry
+    per part, images as PIL images), the list the raw (name, media type, bytes) of each.
+    """
+    args = ["curl", "-s", "-S", "-o", str(work / "out"), "-w", "%{http_code}\n%{content_type}"]
+    for i, up in enumerate(parts):
+        assert up.is_file, "only file parts here"
+        path = work / f"in{i}"
+        path.write_bytes(up.data or b"")
+        spec = f"{up.name}=@{path};filename={up.filename or 'blob'}"
+        if up.content_type:
+            spec += f";type={up.content_type}"
+        args += ["-F", spec]
+    args.append(server.http_url + server.spec.apis[api].route)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+    status, content_type = done.stdout.split("\n", 1)
+    assert status == "200", done.stdout
+    media = content_type.split(";")[0].strip().lower()
+    assert media == "multipart/form-data", content_type
+    body = (work / "out").read_bytes()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    assert message.is_multipart() and not message.defects, message.defects
+    raw: list[tuple[str, str, bytes]] = []
+    value: dict[str, t.Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        assert int(part["Content-Length"]) == len(data)  # the bytes came through whole
+        raw.append((name, part.get_content_type(), data))
+        if part.get_content_type() == "application/json":
+            value[name] = json.loads(data)
+        else:
+            value[name] = Image.open(io.BytesIO(data))
+    return Reply(True, 200, value, media), raw
 
 
 # ---------------------------------------------------------------------- good calls
@@ -170,12 +213,13 @@ GOOD = {
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("case", list(GOOD))
 def test_example_api(protocol: str, case: str, request: pytest.FixtureRequest,
-                     temp_root: Path) -> None:
+                     temp_root: Path, tmp_path: Path) -> None:
     server_name, api, parts, check = GOOD[case]
-    if protocol == "curl" and case == "thumbnails":
-        protocol = "aiohttp"  # multipart replies are parsed with aiohttp's reader
     server = request.getfixturevalue(server_name)
-    reply = call(protocol, server, api, parts)
+    if protocol == "curl" and case == "thumbnails":  # a multipart/form-data reply
+        reply, _ = curl_multipart(server, api, parts, tmp_path)
+    else:
+        reply = call(protocol, server, api, parts)
     assert reply.ok, reply
     if protocol == "grpc" and case == "thumbnails":
         reply.value["sizes"] = {k: [int(x) for x in v] for k, v in reply.value["sizes"].items()}
@@ -269,6 +313,22 @@ def test_multipart_response_is_one_part_per_field(images) -> None:
     assert reply.media_type == "multipart/form-data"
     assert reply.value["small"].format == "JPEG"  # outputs keep the input's format
     assert reply.value["sizes"] == {"small": [32, 24], "large": [40, 30]}
+
+
+def test_multipart_response_over_curl_is_what_aiohttp_sees(images, tmp_path: Path) -> None:
+    parts = [file("image", JPEG, "p.jpg", "image/jpeg")]
+    by_curl, raw = curl_multipart(images, "thumbnails", parts, tmp_path)
+    by_aiohttp = call("aiohttp", images, "thumbnails", parts)
+    assert by_aiohttp.ok and by_aiohttp.media_type == by_curl.media_type
+    assert [(name, media) for name, media, _ in raw] == [
+        ("small", "image/jpeg"), ("large", "image/jpeg"), ("sizes", "application/json")]
+    assert list(by_curl.value) == list(by_aiohttp.value)  # same parts, same order
+    for name in ("small", "large"):
+        a, b = by_curl.value[name], by_aiohttp.value[name]
+        assert (a.format, a.size, a.mode) == (b.format, b.size, b.mode)
+        assert a.tobytes() == b.tobytes()  # same pixels
+    assert by_curl.value["sizes"] == by_aiohttp.value["sizes"] == {"small": [32, 24],
+                                                                  "large": [40, 30]}
 
 
 # ---------------------------------------------------------------------- bad inputs

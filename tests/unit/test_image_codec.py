@@ -89,6 +89,26 @@ def test_decompression_bomb_is_refused_before_decoding() -> None:
         decode_image(bomb_png(20_000), None)
 
 
+def test_image_past_pils_warning_threshold_decodes_without_a_warning(
+        monkeypatch: pytest.MonkeyPatch, recwarn: pytest.WarningsRecorder) -> None:
+    # Between PIL's warning threshold (MAX_IMAGE_PIXELS) and its error (twice that).
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1_000)
+    data = encoded("PNG", (40, 40))  # 1600 pixels
+    with pytest.warns(Image.DecompressionBombWarning):  # PIL alone would warn
+        Image.open(io.BytesIO(data))
+    recwarn.clear()
+    for limit in (None, 2_000):
+        image = decode_image(data, limit)
+        assert image.size == (40, 40) and image.getpixel((0, 0)) == (255, 0, 0)
+    assert [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)] == []
+    # Just as strict as before: our limit, then PIL's error past twice its own.
+    with pytest.raises(FieldError, match="1600 pixels, over the limit of 1000"):
+        decode_image(data, 1_000)
+    with pytest.raises(FieldError, match="decompression bomb"):
+        decode_image(encoded("PNG", (50, 50)), None)  # 2500 > 2 * 1000
+    assert [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)] == []
+
+
 def test_pixel_limit_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert max_pixels(None) == Image.MAX_IMAGE_PIXELS
     monkeypatch.setenv("TENSORWIRE_MAX_IMAGE_PIXELS", "100")
