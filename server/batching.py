@@ -20,9 +20,18 @@ items). One dispatch loop forms and runs batches:
    max_latency_ms`, so joining a batch never costs a request more than `max_latency_ms`
    over running alone — for the batch it is in, and for the one it may wait behind.
    (A cap of `t(n) <= max_latency_ms` would collapse to 1 for any model whose fixed cost
-   exceeds the budget: exactly the models that gain most from batching.) Overload beyond
-   that is turned into 503 / RESOURCE_EXHAUSTED by the bounded queue, never into
-   unbounded waits. Until two batch sizes have been seen the cap is `max_batch_size`.
+   exceeds the budget: exactly the models that gain most from batching.) Until two batch
+   sizes have been seen the cap is `max_batch_size`.
+3b. **Overload is bounded by a count, on purpose.** Nothing above ever *holds* a request
+   for company, but when requests arrive faster than the model clears them they queue.
+   The queue holds at most `--batch-queue-items` items (default 32 x max_batch_size);
+   beyond that a request is refused at once with 503 / RESOURCE_EXHAUSTED and
+   Retry-After, so waits stay bounded (at most 32 full batches) and the excess goes back
+   to the client or load balancer. We tried refusing on the *predicted* wait instead
+   (queued batches x t(cap) > max_latency_ms, as BentoML does) and dropped it: a burst of
+   64 concurrent requests on an idle server with a 10 ms budget was refused in part,
+   though the model cleared it in a few batches; BentoML users meet that as spurious 503s.
+   Set `--batch-queue-items` to `cap x (budget / t(cap))` for a strict time bound.
 4. Requests larger than the cap are split into chunks that run in successive batches and
    are re-joined in order; requests whose non-batched inputs differ (e.g. a
    `threshold: float`) are never merged with each other.
@@ -168,7 +177,8 @@ class Batcher:
 
     async def _enqueue(self, values: dict[str, Any], items: int) -> Any:
         if self._queued_items + items > self.max_queue_items:
-            raise Overloaded(f"{self.api.name}: the batch queue is full; retry later",
+            raise Overloaded(f"{self.api.name}: the batch queue is full ("
+                             f"{self.max_queue_items} items); retry later",
                              headers={"Retry-After": "1"})
         loop = asyncio.get_running_loop()
         pending = _Pending(values, self._key(values), items, loop.create_future())

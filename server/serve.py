@@ -61,8 +61,12 @@ class Server:
 
             app = create_app(self.runtime, s)
             # The drain waits for API requests itself; closing then only needs a moment.
+            # handler_cancellation: a client that hangs up cancels its handler, as a
+            # cancelled gRPC call does, so its work stops (a queued batch item leaves
+            # the queue) instead of running for nobody.
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         shutdown_timeout=CLOSE_TIMEOUT)
+                                         shutdown_timeout=CLOSE_TIMEOUT,
+                                         handler_cancellation=True)
             await self._runner.setup()
             site = web.TCPSite(self._runner, s.host, s.http_port,
                                reuse_port=True if shared else None,

@@ -133,3 +133,93 @@ def test_a_lone_request_is_not_held(server):
     stats = server.runtime.batcher("score").stats
     assert stats.batch_sizes[-1] == 1
     assert stats.queue_waits[-1] < 0.2  # dispatched at once, far inside max_latency_ms
+
+
+SLOW_SEEN: list[list[float]] = []
+
+
+@tensorwire.service
+class SlowScorer:
+    """A 0.4 s model, to catch requests while it runs (queued, cancelled, refused)."""
+
+    @tensorwire.api(batchable=True, max_batch_size=4, max_latency_ms=10)
+    def slow(self, xs: list[float]) -> list[float]:
+        with LOCK:
+            SLOW_SEEN.append(list(xs))
+        time.sleep(0.4)
+        return [x + 1 for x in xs]
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    with serving(SlowScorer, threads=4, batch_queue_items=6) as s:
+        yield s
+
+
+def _grpc_future(server, values: dict) -> tuple[GrpcCaller, grpc.Future]:
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    return caller, caller.future("slow", values, timeout=10)
+
+
+async def test_a_queued_request_whose_client_leaves_never_reaches_the_model(slow_server):
+    url = f"{slow_server.http_url}/slow"
+    async with aiohttp.ClientSession() as session:
+        async def call(xs: list[float], timeout: float = 10) -> tuple[int, object]:
+            async with session.post(url, json={"xs": xs},
+                                    timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                return r.status, await r.json()
+
+        first = asyncio.create_task(call([1.0]))  # the model is busy with it for 0.4 s
+        await asyncio.sleep(0.1)
+        with pytest.raises(asyncio.TimeoutError):  # HTTP: the client hangs up, queued
+            await call([-7.0], timeout=0.1)
+        caller, doomed = _grpc_future(slow_server, {"xs": [-8.0]})  # gRPC: cancelled
+        try:
+            await asyncio.sleep(0.05)
+            assert doomed.cancel()
+            kept = asyncio.create_task(call([2.0]))
+            assert await first == (200, [2.0])
+            assert await kept == (200, [3.0])
+        finally:
+            caller.close()
+    seen = [x for batch in SLOW_SEEN for x in batch]
+    assert -7.0 not in seen and -8.0 not in seen, SLOW_SEEN
+    assert 2.0 in seen
+
+
+async def test_a_full_queue_is_503_and_resource_exhausted(slow_server):
+    url = f"{slow_server.http_url}/slow"
+    async with aiohttp.ClientSession() as session:
+        async def call(xs: list[float]) -> tuple[int, dict, object]:
+            async with session.post(url, json={"xs": xs}) as r:
+                return r.status, dict(r.headers), await r.json()
+
+        first = asyncio.create_task(call([1.0]))  # runs
+        await asyncio.sleep(0.1)
+        queued = [asyncio.create_task(call([1.0, 1.0, 1.0])) for _ in range(2)]  # 6 items
+        await asyncio.sleep(0.1)
+        status, headers, body = await call([5.0])
+        assert status == 503 and headers.get("Retry-After") == "1", body
+        assert "queue is full" in body["error"]
+        caller = GrpcCaller(slow_server.spec, slow_server.grpc_target)
+        try:
+            with pytest.raises(grpc.RpcError) as info:
+                caller.call("slow", {"xs": [5.0]}, timeout=5)
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            caller.close()
+        assert (await first)[0] == 200
+        assert [r[0] for r in await asyncio.gather(*queued)] == [200, 200]
+    assert 5.0 not in [x for batch in SLOW_SEEN for x in batch]
+
+
+def test_a_lone_request_waits_far_less_than_a_10_ms_budget(slow_server):
+    time.sleep(0.5)  # whatever ran before is done: the model is idle
+    caller = GrpcCaller(slow_server.spec, slow_server.grpc_target)
+    try:
+        assert caller.call("slow", {"xs": [3.0]}, timeout=5) == [4.0]
+    finally:
+        caller.close()
+    stats = slow_server.runtime.batcher("slow").stats
+    assert stats.batch_sizes[-1] == 1
+    assert stats.queue_waits[-1] < 0.010  # dispatched at once, inside max_latency_ms=10

@@ -37,6 +37,11 @@ class GrpcCaller:
         reply = method(msg, timeout=timeout, metadata=metadata)
         return messages.response_value(reply)
 
+    def future(self, api: str, values: dict[str, Any], *, timeout: float = 30) -> grpc.Future:
+        """A call in flight (cancel() it to hang up), answering the raw reply message."""
+        messages, method = self._method(api, stream=False)
+        return method.future(messages.request(values), timeout=timeout)
+
     def stream(self, api: str, values: dict[str, Any], *, timeout: float = 30,
                metadata: Any = None):
         messages, method = self._method(api, stream=True)
