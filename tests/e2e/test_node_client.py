@@ -12,6 +12,7 @@ import pytest
 
 from examples.quickstart import Quickstart
 from tensorwire import v1
+from tests.support.cache import kept_dir
 
 node = shutil.which("node")
 npm = shutil.which("npm")
@@ -46,7 +47,7 @@ client.Summarize({text: 'node speaks grpc too', max_words: 2}, (err, reply) => {
 def node_modules(request: pytest.FixtureRequest) -> Path:
     if node is None or npm is None:
         pytest.skip("node/npm not installed")
-    cache = Path(request.config.cache.mkdir("node-grpc-client"))
+    cache = kept_dir(request, "node-grpc-client")
     if not (cache / "node_modules" / "@grpc" / "grpc-js").exists():
         subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent",
                         "@grpc/grpc-js@1", "@grpc/proto-loader@0"], cwd=cache, check=True,

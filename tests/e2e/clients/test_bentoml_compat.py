@@ -19,6 +19,7 @@ import pytest
 
 from examples.models import ReviewAnalyzer
 from examples.quickstart import Quickstart
+from tests.support.cache import kept_dir
 
 from .services import Kitchen
 
@@ -56,7 +57,7 @@ def _bentoml_venv(cache_dir: Path) -> Path:
 
 def test_bentoml_sync_client_calls_json_file_and_root_input_apis(request, servers, tmp_path):
     key = hashlib.sha1(f"{BENTOML} {sys.version_info[:2]}".encode()).hexdigest()[:10]
-    cache_dir = Path(request.config.cache.mkdir(f"tensorwire-bentoml-{key}"))
+    cache_dir = kept_dir(request, f"tensorwire-bentoml-{key}")
     python = _bentoml_venv(cache_dir)
     urls = [servers[s].http_url for s in (Quickstart, ReviewAnalyzer, Kitchen)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
