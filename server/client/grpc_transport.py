@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -231,10 +232,11 @@ class GrpcTransport:
         metadata = self._metadata(options)
 
         async def attempt() -> Any:
+            started = time.monotonic()
             try:
                 reply = await method(msg, timeout=options.timeout, metadata=metadata)
             except grpc.RpcError as exc:
-                raise self.error(exc, options) from None
+                raise self.error(exc, options, started) from None
             return api.output.decode(reply, self.files)
 
         return await with_retries(options, attempt)
@@ -246,25 +248,35 @@ class GrpcTransport:
         metadata = self._metadata(options)
 
         async def attempt() -> _ReplyStream:
+            started = time.monotonic()
             stream = _ReplyStream(self, api, method(msg, timeout=options.timeout,
-                                                    metadata=metadata), options)
+                                                    metadata=metadata), options, started)
             await stream.prime()
             return stream
 
         return await with_retries(options, attempt)
 
-    def error(self, exc: grpc.RpcError, options: CallOptions | None = None
-              ) -> TensorwireError:
-        """An RpcError as the tensorwire error the server raised (or a client error)."""
+    def error(self, exc: grpc.RpcError, options: CallOptions | None = None,
+              started: float | None = None) -> TensorwireError:
+        """An RpcError as the tensorwire error the server raised (or a client error).
+
+        `started`: when the call began (time.monotonic()), to tell the client's own
+        deadline from the server's time limit.
+        """
         code = exc.code()
         name = code.name if code is not None else "UNKNOWN"
         message = exc.details() or name
         trailing = list(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") \
             else []
         kind = next((v for k, v in trailing if k == ERROR_KIND_HEADER), None)
-        if name == "DEADLINE_EXCEEDED" and options is not None and options.timeout:
-            # The client's own deadline travels with the call; whether the server or the
-            # client noticed it first, it is the client's timeout (as over HTTP).
+        if name == "DEADLINE_EXCEEDED" and options is not None and options.timeout and (
+                kind is None or started is None
+                or time.monotonic() - started >= options.timeout):
+            # The client's own deadline travels with the call: once it has passed,
+            # whether the server or the client noticed first, it is the client's timeout
+            # (as over HTTP). Before it, a DeadlineExceeded the server sent (its error
+            # kind in the trailers) is the server's own time limit, --request-timeout,
+            # and stays DeadlineExceeded (as the HTTP 504 does).
             return ClientTimeout(f"{self.target} did not answer within {options.timeout} s")
         if kind is None:
             if name == "UNAVAILABLE":
@@ -303,9 +315,10 @@ class _ReplyStream:
     """The replies of one server-streaming call; the first is read eagerly (`prime`)."""
 
     def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
-                 options: CallOptions) -> None:
+                 options: CallOptions, started: float) -> None:
         self.transport = transport
         self.options = options
+        self.started = started
         self.api = api
         self.call = call
         self.first: Any = None
@@ -316,7 +329,7 @@ class _ReplyStream:
             reply = await self.call.read()
         except grpc.RpcError as exc:
             self.done = True
-            raise self.transport.error(exc, self.options) from None
+            raise self.transport.error(exc, self.options, self.started) from None
         if reply is grpc.aio.EOF:
             self.done = True
             return None

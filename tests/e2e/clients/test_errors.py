@@ -18,6 +18,7 @@ from examples.models import ReviewAnalyzer
 from examples.quickstart import Quickstart
 from tensorwire.errors import (
     ClientTimeout,
+    DeadlineExceeded,
     InternalError,
     InvalidArgument,
     NotFound,
@@ -25,7 +26,8 @@ from tensorwire.errors import (
     ServerUnreachable,
     TensorwireError,
 )
-from tests.support.servers import free_port, start_in_thread, url_of
+from tests.support.ops_service import Ops
+from tests.support.servers import free_port, serving, start_in_thread, url_of
 
 from .services import Kitchen
 
@@ -230,6 +232,46 @@ def test_timeouts_are_client_timeouts(servers, protocol):
         assert client.with_options(timeout=5).slow(seconds=0.5) == "done"
         with pytest.raises(ClientTimeout):
             client.slow(seconds=1)
+
+
+@pytest.mark.parametrize("client_kind", ["sync", "async"])
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_server_time_limit_is_deadline_exceeded_not_a_client_timeout(protocol, client_kind):
+    """The server's own --request-timeout fires before the client's timeout: that is the
+    server's DeadlineExceeded on both protocols, even though over gRPC the client's
+    deadline travels with the call; only the client's own deadline is a ClientTimeout."""
+    errors: list[TensorwireError] = []
+    with serving(Ops, request_timeout=0.3) as server:
+        url = url_of(server, protocol)
+        if client_kind == "sync":
+            with tensorwire.SyncClient(url, timeout=10) as client:
+                for call in (lambda: client.sleep(seconds=3),
+                             lambda: list(client.tick(n=2, delay=3))):
+                    with pytest.raises(TensorwireError) as info:
+                        call()
+                    errors.append(info.value)
+                with pytest.raises(ClientTimeout):  # the client's deadline, shorter
+                    client.with_options(timeout=0.1).sleep(seconds=3)
+        else:
+            async def main() -> None:
+                async with tensorwire.AsyncClient(url, timeout=10) as client:
+                    for call in (lambda: client.sleep(seconds=3),
+                                 lambda: _collect(client.tick(n=2, delay=3))):
+                        with pytest.raises(TensorwireError) as info:
+                            await call()
+                        errors.append(info.value)
+                    with pytest.raises(ClientTimeout):
+                        await client.with_options(timeout=0.1).sleep(seconds=3)
+
+            asyncio.run(main())
+    assert len(errors) == 2  # a unary call and a stream
+    for err in errors:
+        assert type(err) is DeadlineExceeded, repr(err)
+        assert "did not complete within 0.3 s" in err.message
+
+
+async def _collect(chunks: Any) -> list[Any]:
+    return [chunk async for chunk in chunks]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
