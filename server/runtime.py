@@ -173,12 +173,13 @@ class ServiceRuntime:
         """
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
+        on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
         if api.is_async:
             agen = method(*args, **kw)
             try:
                 while (chunk := await self._within(limit, anext(agen, _DONE), ctx)
                        ) is not _DONE:
-                    yield await self.to_host(api, chunk)
+                    yield await self.to_host(api, chunk) if on_device else chunk
             finally:
                 ctx.cancel()
                 with contextlib.suppress(Exception):
@@ -192,7 +193,7 @@ class ServiceRuntime:
                     limit, loop.run_in_executor(self.executor, next, gen, _DONE), ctx)
                 if chunk is _DONE:
                     break
-                yield await self.to_host(api, chunk)
+                yield await self.to_host(api, chunk) if on_device else chunk
         finally:
             ctx.cancel()
             with contextlib.suppress(Exception):

@@ -44,6 +44,8 @@ _MULTIPART = "multipart/form-data"
 
 def sse_event(data: bytes, event: str | None = None) -> bytes:
     """One server-sent event; multi-line data becomes several `data:` lines."""
+    if event is None and b"\n" not in data and b"\r" not in data:  # the common chunk
+        return b"data: " + data + b"\n\n"
     lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     head = b"event: " + event.encode() + b"\n" if event else b""
     return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
