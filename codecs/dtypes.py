@@ -121,6 +121,10 @@ def from_numpy(dtype: np.dtype[Any]) -> DTypeSpec | None:
 
     ml_dtypes' bfloat16 is recognised by name, so this never imports ml_dtypes.
     """
+    return numpy_facts(dtype)[0]
+
+
+def _spec_of_numpy(dtype: np.dtype[Any]) -> DTypeSpec | None:
     if dtype.kind == "U":
         return STRING
     if dtype.kind == "V" and dtype.name == "bfloat16" and dtype.fields is None:
@@ -128,6 +132,23 @@ def from_numpy(dtype: np.dtype[Any]) -> DTypeSpec | None:
     if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
         return None
     return BY_NAME.get(np.dtype(dtype.type).name)
+
+
+#: (spec, printed name) of the NumPy dtypes seen so far: both take numpy a few µs to
+#: work out (dtype names are computed in Python), and the same few dtypes recur on every
+#: request. Bounded, since a client chooses the dtypes of its .npy bodies.
+_FACTS: dict[np.dtype[Any], tuple[DTypeSpec | None, str]] = {}
+_FACTS_MAX = 256
+
+
+def numpy_facts(dtype: np.dtype[Any]) -> tuple[DTypeSpec | None, str]:
+    """`(from_numpy(dtype), str(dtype))`, memoised."""
+    facts = _FACTS.get(dtype)
+    if facts is None:
+        facts = (_spec_of_numpy(dtype), str(dtype))
+        if len(_FACTS) < _FACTS_MAX:
+            _FACTS[dtype] = facts
+    return facts
 
 
 @functools.cache

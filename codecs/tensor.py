@@ -184,7 +184,7 @@ class TensorCodec(_Codec):
     def _check(self, array: np.ndarray) -> None:
         if array.dtype.hasobject:
             raise FieldError("object arrays are not tensors", type="tensor_dtype")
-        self.spec.check(array.shape, dtypes.from_numpy(array.dtype), str(array.dtype))
+        self.spec.check(array.shape, *dtypes.numpy_facts(array.dtype))
 
     def to_numpy(self, value: Any) -> np.ndarray:
         """An output (or client-side input) as a NumPy array held to the declaration."""

@@ -81,3 +81,18 @@ def test_tensorflow_names_map_both_ways() -> None:
         if not spec.is_string:
             assert tdt.size == spec.itemsize
     assert dtypes.from_tf(tf.resource) is None
+
+
+def test_dtype_facts_are_memoised_within_a_bound() -> None:
+    import numpy as np
+
+    from tensorwire.codecs import dtypes
+
+    assert dtypes.numpy_facts(np.dtype("<f4")) == (dtypes.BY_NAME["float32"], "float32")
+    assert dtypes.numpy_facts(np.dtype(">i8"))[0] is dtypes.BY_NAME["int64"]
+    assert dtypes.numpy_facts(np.dtype("O")) == (None, "object")
+    for n in range(1, 2 * dtypes._FACTS_MAX):  # a client can name endless string dtypes
+        assert dtypes.numpy_facts(np.dtype(f"<U{n}"))[0] is dtypes.STRING
+    assert len(dtypes._FACTS) <= dtypes._FACTS_MAX
+    assert dtypes.numpy_facts(np.dtype(f"<U{10 * dtypes._FACTS_MAX}"))[1] == \
+        f"<U{10 * dtypes._FACTS_MAX}"
