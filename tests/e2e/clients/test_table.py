@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +21,8 @@ from examples.constrained import TextGenerator
 from examples.llm_stream import LanguageModel
 from examples.models import Review, ReviewAnalyzer
 from examples.quickstart import Quickstart
-from tests.support.servers import url_of
+from tensorwire.errors import InternalError
+from tests.support.servers import ROOT, url_of
 
 from .services import Color, Item, Kitchen
 
@@ -163,10 +166,55 @@ def test_every_example_answers_the_same(servers, case: Case, protocol: str, clie
         assert result.utcoffset() == case.expect.utcoffset()
 
 
-def test_the_table_covers_every_api_of_every_example():
-    covered = {(c.service, c.api) for c in CASES}
-    for service in (Quickstart, LanguageModel, TextGenerator, ReviewAnalyzer):
-        for name in tensorwire.get_service_spec(service).apis:
-            if name == "fail":  # raises by design: covered by the error parity table
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__")
+#: Every client table, and how to read the (service class, API name) pairs it calls.
+TABLES: dict[str, Callable[[Any], set[tuple[type, str]]]] = {
+    __name__: lambda m: {(c.service, c.api) for c in m.CASES},
+    "tests.e2e.clients.test_tensors_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
+    "tests.e2e.clients.test_files_table": lambda m: {(c[1], c[0]) for c in m.CALLS},
+    "tests.e2e.clients.test_tf_table": lambda m: {(m.TfOps, c[1]) for c in m.CALLS},
+}
+
+
+def _services(module: Any) -> list[type]:
+    """The @tensorwire.service classes a module defines (not those it imports)."""
+    found = []
+    for obj in vars(module).values():
+        if isinstance(obj, type) and obj.__module__ == module.__name__:
+            try:
+                tensorwire.get_service_spec(obj)
+            except TypeError:
                 continue
-            assert (service, name) in covered, f"{service.__name__}.{name} is not in the table"
+            found.append(obj)
+    return found
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_the_tables_cover_every_api_of_every_example(example: str):
+    """Every API of every service class in examples/*.py is called through the clients
+    by one of the tables; an example that cannot load here (TensorFlow, torch, ... not
+    installed) is skipped, as its table is."""
+    from .test_errors import BAD
+
+    try:
+        module = importlib.import_module(f"examples.{example}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] in {"examples", "tensorwire", "tests"}:
+            raise
+        pytest.skip(f"examples/{example}.py needs {exc.name}")
+    services = _services(module)
+    assert services, f"examples/{example}.py defines no service"
+    covered: set[tuple[type, str]] = set()
+    skipped: list[str] = []
+    for table, read in TABLES.items():
+        try:
+            covered |= read(importlib.import_module(table))
+        except pytest.skip.Exception as exc:
+            skipped.append(f"{table}: {exc}")
+    by_design = {(c.service, c.api) for c in BAD if c.error is InternalError}
+    missing = [f"{service.__name__}.{name}" for service in services
+               for name in tensorwire.get_service_spec(service).apis
+               if (service, name) not in covered | by_design]
+    if missing and skipped:
+        pytest.skip(f"{', '.join(missing)} only in tables skipped here: {'; '.join(skipped)}")
+    assert not missing, f"not called by any client table: {', '.join(missing)}"
