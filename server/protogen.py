@@ -10,7 +10,8 @@ Wire-contract rules (stable, documented in the README):
 - `<Api>Response` holds a model output's fields, else one field `result`;
 - every singular scalar/enum field has explicit presence (proto3 `optional`) so that a
   missing input is told apart from a zero value, exactly as in JSON;
-- Python Enums and `Literal[str, ...]` become enums numbered from 1 (0 = unspecified).
+- Python Enums and `Literal[str, ...]` become enums numbered from 1 (0 = unspecified);
+- the rpc of a root-input API carries `option (tensorwire.v1.root_input) = true;`.
 """
 
 from __future__ import annotations
@@ -123,8 +124,10 @@ class _FileBuilder:
         if spec.doc and spec.doc.strip():
             self._comments[(_SERVICE, 0)] = spec.doc.strip()
         for i, (api, req, resp) in enumerate(methods):
-            svc.method.add(name=camel(api.name), input_type=req, output_type=resp,
-                           server_streaming=api.output.stream)
+            method = svc.method.add(name=camel(api.name), input_type=req, output_type=resp,
+                                    server_streaming=api.output.stream)
+            if api.is_root:  # what the request message alone cannot tell a client
+                method.options.MergeFromString(tw_types.root_input_options())
             if api.doc:
                 self._comments[(_SERVICE, 0, _METHOD, i)] = api.doc
         self.file.dependency.extend(sorted(self._imports))
@@ -438,7 +441,7 @@ def _well_known_proto(name: str) -> descriptor_pb2.FileDescriptorProto:
 def _dependency_protos(file_proto: descriptor_pb2.FileDescriptorProto):
     for dep in file_proto.dependency:
         if dep == tw_types.PROTO_NAME:
-            yield tw_types.FILE_PROTO
+            yield from tw_types.FILE_PROTOS  # types.proto after its own imports
         else:
             yield _well_known_proto(dep)
 

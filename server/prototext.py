@@ -10,6 +10,8 @@ from __future__ import annotations
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
+from .v1 import ROOT_INPUT, is_root_input
+
 _SCALARS = {
     FDP.TYPE_DOUBLE: "double", FDP.TYPE_FLOAT: "float", FDP.TYPE_INT64: "int64",
     FDP.TYPE_UINT64: "uint64", FDP.TYPE_INT32: "int32", FDP.TYPE_FIXED64: "fixed64",
@@ -52,8 +54,14 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
             comment((6, si, 2, mi), "  ")
             stream_in = "stream " if m.client_streaming else ""
             stream_out = "stream " if m.server_streaming else ""
-            out.append(f"  rpc {m.name}({stream_in}{type_ref(m.input_type)}) "
-                       f"returns ({stream_out}{type_ref(m.output_type)});")
+            rpc = (f"  rpc {m.name}({stream_in}{type_ref(m.input_type)}) "
+                   f"returns ({stream_out}{type_ref(m.output_type)})")
+            if m.HasField("options") and is_root_input(m.options):
+                out.append(f"{rpc} {{")
+                out.append(f"    option ({ROOT_INPUT.full_name}) = true;")
+                out.append("  }")
+            else:
+                out.append(f"{rpc};")
         out.append("}")
         out.append("")
 

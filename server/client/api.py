@@ -21,7 +21,8 @@ class APIInfo:
     output: str
     stream: bool
     #: True: the API takes one positional root input; False: keyword inputs; None: the
-    #: protocol cannot tell (a gRPC request with a single field).
+    #: contract cannot tell (a single-field gRPC request from a server whose contract
+    #: has no `tensorwire.v1.root_input` method option, such as an older tensorwire).
     root_input: bool | None
     #: Required inputs where the contract says (HTTP); None where it does not (gRPC).
     required: tuple[str, ...] | None = None

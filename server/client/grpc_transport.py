@@ -6,6 +6,7 @@ server describes (no generated code, no .proto on the client). Each rpc becomes 
 named like the server's method (`Summarize` -> `summarize`); a request is filled
 field by field by the input kinds, a response read back into Python by the output kind
 (a `result` field is the output itself; other responses are the output model's fields).
+A root-input API is told by its rpc's `option (tensorwire.v1.root_input) = true;`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool, message_factory
 
+from .. import v1 as tw_types
 from ..errors import (
     ERROR_KIND_HEADER,
     ClientError,
@@ -41,6 +43,7 @@ INFRA_SERVICES = frozenset({
     "grpc.reflection.v1.ServerReflection",
 })
 _MAX_MESSAGE = -1  # the server enforces its own limit (RESOURCE_EXHAUSTED past it)
+ROOT_INPUT_OPTION = tw_types.ROOT_INPUT.name  # "root_input", in tensorwire/v1/types.proto
 
 
 def snake(name: str) -> str:
@@ -63,16 +66,33 @@ class Output:
         return self.model.decode(msg, files)
 
 
-def grpc_api(service: Any, method: Any) -> RemoteAPI:
+def marks_root_inputs(service: Any) -> bool:
+    """Whether the service's contract can mark root inputs: its file imports a
+    tensorwire/v1/types.proto that declares the `root_input` method option."""
+    return any(dep.name == tw_types.PROTO_NAME and ROOT_INPUT_OPTION in dep.extensions_by_name
+               for dep in service.file.dependencies)
+
+
+def _root(method: Any, fields: list[RemoteField], marked: bool) -> bool | None:
+    """True for a root-input rpc (`option (tensorwire.v1.root_input) = true;`); None
+    where a server that cannot mark one leaves a single-field request ambiguous."""
+    if method.has_options and tw_types.is_root_input(method.GetOptions()):
+        return True
+    return None if not marked and len(fields) == 1 else False
+
+
+def grpc_api(service: Any, method: Any, marked: bool | None = None) -> RemoteAPI:
     request = method.input_type
     fields = []
     for fd in request.fields:
         kind = field_kind(fd)
         fields.append(RemoteField(fd.name, kind, kind.summary()))
     output = Output(method.output_type)
+    if marked is None:
+        marked = marks_root_inputs(service)
     api = RemoteAPI(
         name=snake(method.name), doc=None, fields=fields,
-        root=None if len(fields) == 1 else False,
+        root=_root(method, fields, marked),
         stream=bool(getattr(method, "server_streaming", False)), output=output,
         output_summary=output.summary, address=f"/{service.full_name}/{method.name}",
     )
@@ -158,8 +178,9 @@ class GrpcTransport:
                 self.pool = descriptor_pool.DescriptorPool(db)
                 service = self.pool.FindServiceByName(name)
                 apis: dict[str, RemoteAPI] = {}
+                marked = marks_root_inputs(service)
                 for method in service.methods:
-                    api = grpc_api(service, method)
+                    api = grpc_api(service, method, marked)
                     apis[api.name] = api
                 return apis
             except grpc.RpcError as exc:

@@ -100,11 +100,12 @@ def test_list_apis_and_is_ready(servers, protocol):
         assert list(apis) == ["analyze", "search", "shout", "stats", "fail"]
         assert list(apis["search"].inputs) == ["query", "top_k", "mode"]
         assert apis["search"].root_input is False
+        assert apis["shout"].root_input is True  # both contracts mark root inputs
+        assert apis["analyze"].root_input is False  # a single field, not a root input
         assert "exact" in apis["search"].inputs["mode"]
         assert client.is_ready() is True
         assert {"analyze", "search"} <= set(dir(client))
         if protocol == "http":
-            assert apis["shout"].root_input is True
             assert apis["analyze"].doc.startswith("Score one review")
             assert apis["search"].required == ("query",)
         with tensorwire.SyncClient(url_of(servers[LanguageModel], protocol)) as llm:

@@ -169,22 +169,21 @@ def test_call_mistakes_are_type_errors_before_any_request(servers, protocol):
             client.nope  # noqa: B018
 
 
-def test_root_input_is_positional_only_over_http(servers):
-    with tensorwire.SyncClient(servers[Quickstart].http_url) as client:
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_root_input_is_positional_only(servers, protocol):
+    """Both contracts say which APIs take a root input (HTTP: /schema.json; gRPC: the
+    rpc's `option (tensorwire.v1.root_input) = true;`, read through reflection)."""
+    with tensorwire.SyncClient(url_of(servers[Quickstart], protocol)) as client:
         with pytest.raises(TypeError, match=r"root input 'text'.*positional.*upper\(value\)"):
             client.upper(text="abc")
         with pytest.raises(TypeError, match="one root input"):
             client.upper("a", "b")
         assert client.upper("abc") == "ABC"
-
-
-def test_grpc_cannot_tell_a_root_input_from_a_single_field(servers):
-    """Reflection describes a root input as the request's single field: over gRPC the
-    client accepts it positionally and by name (documented)."""
-    with tensorwire.SyncClient(url_of(servers[Quickstart], "grpc")) as client:
-        assert client.upper("abc") == client.upper(text="abc") == "ABC"
         info = {a.name: a for a in client.list_apis()}
-        assert info["upper"].root_input is None
+        assert info["upper"].root_input is True
+        assert info["count"].root_input is True
+        assert info["spell"].root_input is False  # one keyword input, not a root input
+        assert info["summarize"].root_input is False
 
 
 # ---------------------------------------------------------------------- reaching it

@@ -287,3 +287,32 @@ def test_a_union_picks_its_variant_by_the_tag():
     with pytest.raises(InvalidArgument) as info:
         roundtrip("pet", {"kind": "cow"})
     assert info.value.detail[0]["loc"] == ["pet"]
+
+
+@tensorwire.service
+class Roots:
+    @tensorwire.api
+    def shout(self, text: str, /) -> str:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def named(self, text: str) -> str:
+        raise NotImplementedError
+
+
+def test_root_inputs_are_marked_in_the_contract_and_read_back():
+    proto = service_proto(tensorwire.get_service_spec(Roots))
+    (svc,) = proto.file_proto.service
+    marks = {m.name: v1.is_root_input(m.options) for m in svc.method}
+    assert marks == {"Shout": True, "Named": False}
+    service = proto.pool.FindServiceByName(tensorwire.get_service_spec(Roots).grpc_service_name)
+    apis = {api.name: api for api in (grpc_api(service, m) for m in service.methods)}
+    assert apis["shout"].root is True
+    assert apis["named"].root is False  # one keyword input, not a root input
+    with pytest.raises(TypeError, match="root input 'text'"):
+        apis["shout"].bind((), {"text": "x"})
+    # A contract without the option (an older server) cannot tell: a single field stays
+    # ambiguous, accepted positionally and by name.
+    old = {api.name: api for api in (grpc_api(service, m, False) for m in service.methods)}
+    assert old["named"].root is None
+    assert old["named"].bind((), {"text": "x"}) == old["named"].bind(("x",), {})
