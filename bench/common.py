@@ -248,7 +248,12 @@ def grpc_serving(target: str, proc: Proc | None = None, timeout: float = 60.0,
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(target) as channel:
+    # gRPC backs off ~1 s after a refused connect: without these options the poll would
+    # measure the channel's back-off, not the server's start-up.
+    options = [("grpc.initial_reconnect_backoff_ms", int(interval * 1000) or 1),
+               ("grpc.min_reconnect_backoff_ms", int(interval * 1000) or 1),
+               ("grpc.max_reconnect_backoff_ms", 100)]
+    with grpc.insecure_channel(target, options=options) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if proc is not None and not proc.alive():

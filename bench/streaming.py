@@ -1,0 +1,128 @@
+"""Streaming: tokens/s and time to first chunk, tensorwire vs the bare servers, both protocols.
+
+    .venv/bin/python bench/streaming.py            # full run (~4 min)
+    .venv/bin/python bench/streaming.py --quick    # one round, short runs
+
+A generator API (`tokens`, `n` chunks of one short string) streams as server-sent events
+over HTTP and as a server stream over gRPC. Baselines: a bare aiohttp `StreamResponse`
+writing the same SSE frames, and a bare grpc.aio servicer yielding the same messages
+(`bench/baselines`). Load: the aiohttp and grpc.aio load clients in `--stream` mode on
+the other core, `concurrency` streams in flight at once; each stream is timed to its
+first event (TTFC) and to its end. Servers alternate A B A B per round, as every bench
+here. Writes bench/results/streaming.json.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.baselines.stubs import compile_stubs, load_stubs
+from bench.common import (
+    PY,
+    ROOT,
+    Pinning,
+    Proc,
+    core_times,
+    run_load,
+    table,
+    wait_quiet,
+    write_results,
+)
+from bench.grpc_unary import grpc_servers, measure_grpc
+from bench.http_json import compare, finish, parse_args, servers
+
+METRICS = ("tokens_per_s", "ttfc_p50_ms", "ttfc_p99_ms", "rps", "p50_ms", "p99_ms",
+           "server_us_per_req", "server_cpu", "foreign_cpu")
+HTTP_VARIANTS = {"async": "/tokens", "def": "/tokens_sync"}
+GRPC_VARIANTS = {"async": "/bench.Bench/Tokens", "def": "/bench.Bench/TokensSync"}
+
+
+def measure_sse(pin: Pinning, url: str, body: bytes, concurrency: int, duration: float,
+                warmup: float, proc: Proc, max_wait: float) -> dict[str, Any]:
+    """One streaming load run over HTTP (the aiohttp client counts SSE events)."""
+    cpu: dict[str, Any] = {}
+    waited = wait_quiet(pin.cores(), max_wait=max_wait)
+
+    def mark() -> None:
+        cpu["start"] = proc.cpu_seconds()
+        cpu["cores"] = core_times()
+
+    result = run_load([*pin.prefix("load"), PY, "-m", "bench.load.http_client", "--url", url,
+                       "--body", body.decode(), "--concurrency", str(concurrency),
+                       "--duration", str(duration), "--warmup", str(warmup), "--stream"],
+                      on_warm=mark)
+    return finish(result, proc, pin, cpu, waited)
+
+
+def check_tokens(expected: int, result: dict[str, Any]) -> None:
+    """A stream that came back short would flatter its server: every stream must be whole."""
+    if result["requests"] and result["tokens"] != expected * result["requests"]:
+        raise RuntimeError(f"{result['tokens']} chunks for {result['requests']} streams of "
+                           f"{expected}: a server cut streams short")
+
+
+def print_streaming(payloads: list[dict[str, Any]]) -> None:
+    rows = []
+    for payload in payloads:
+        for s in payload["summary"]:
+            tw, bare, ratio = s["tensorwire"], s["bare"], s["ratio"]
+            rows.append([payload["protocol"], s["variant"], s["concurrency"],
+                         tw["tokens_per_s"], bare["tokens_per_s"], ratio["tokens_per_s"],
+                         tw["ttfc_p50_ms"], bare["ttfc_p50_ms"], ratio["ttfc_p50_ms"],
+                         tw["ttfc_p99_ms"], bare["ttfc_p99_ms"],
+                         tw["errors"] + bare["errors"]])
+    print()
+    print(table(["proto", "api", "conc", "tw tok/s", "bare tok/s", "tok/s x", "tw ttfc50",
+                 "bare ttfc50", "ttfc50 x", "tw ttfc99", "bare ttfc99", "errors"], rows))
+    print("(x: median over rounds of tensorwire/bare; ttfc: time to first chunk, ms)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, with_load=False)
+    tokens = 64
+    pin = Pinning.detect()
+    stub_dir = compile_stubs(tempfile.mkdtemp(prefix="tensorwire-bench-stubs-"))
+    pb, _ = load_stubs(stub_dir)
+    grpc_request = pb.TokensRequest(n=tokens).SerializeToString()
+    http_body = b'{"n":%d}' % tokens
+    payloads = []
+
+    def run_http(proc: Proc, url: str, path: str, c: int) -> dict[str, Any]:
+        res = measure_sse(pin, url + path, http_body, c, args.duration, args.warmup, proc,
+                          args.max_wait)
+        check_tokens(tokens, res)
+        return res
+
+    def run_grpc(proc: Proc, target: str, method: str, c: int) -> dict[str, Any]:
+        res = measure_grpc(pin, target, method, grpc_request, c, args.duration, args.warmup,
+                           proc, args.max_wait, stream=True)
+        check_tokens(tokens, res)
+        return res
+
+    for protocol, procs, variants, run_case, load in (
+        ("http", servers(pin, "http"), HTTP_VARIANTS, run_http,
+         "bench.load.http_client --stream: aiohttp, N streams, own process"),
+        ("grpc", grpc_servers(pin, stub_dir), GRPC_VARIANTS, run_grpc,
+         "bench.load.grpc_client --stream: grpc.aio, 1 channel, N streams, own process"),
+    ):
+        chosen = {v: variants[v] for v in args.variants}
+        payload = compare(f"Streaming over {protocol}: {tokens} chunks per stream, "
+                          "tensorwire vs bare", "streaming", procs, chosen, run_case, args,
+                          pin, load, metrics=METRICS)
+        payload["protocol"] = protocol
+        payload["tokens_per_stream"] = tokens
+        payloads.append(payload)
+    print_streaming(payloads)
+    path = write_results("streaming", {"name": "streaming", "protocols": payloads})
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
