@@ -724,18 +724,27 @@ class ModelCodec(Codec):
     def output_media(self) -> str:  # type: ignore[override]
         return "multipart/form-data" if self.is_file else "application/json"
 
+    # An output returned as a dict is validated into the model before it is written, as
+    # gRPC does: defaults filled the same on both protocols, and a bad value a server
+    # error (500 / INTERNAL) rather than dumped as it came. A model instance (the hot
+    # path) is written as it is.
+    def encode_chunk(self, value: Any) -> bytes:
+        if isinstance(value, dict):
+            value = self.adapter.validate_python(value)
+        return self.adapter.dump_json(value)
+
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
         """Several binary outputs (or files beside JSON): one multipart/form-data body.
 
         One part per field, named after it: files and tensors as their codecs encode
         them, every other field as an application/json part. None fields are left out.
         """
+        if isinstance(value, dict):
+            value = self.adapter.validate_python(value)
         if not self.is_file:
             return super().encode_http(value, accept)
         from .multipart import encode_parts, field_parts
 
-        if isinstance(value, dict):
-            value = self.adapter.validate_python(value)
         parts = []
         for f in self.fields:
             parts.extend(field_parts(f.name, f.codec, getattr(value, f.name, None), accept))

@@ -7,13 +7,16 @@ both protocols and rejects the same bad inputs with the same field locations.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import pytest
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+import tensorwire
 from examples.constrained import TextGenerator
 from examples.llm_stream import LanguageModel
 from examples.models import ReviewAnalyzer
@@ -178,3 +181,72 @@ def test_stream_rejects_bad_input_before_streaming(servers, protocol: str):
         caller.close()
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_locs(info.value) == [["max_tokens"]]
+
+
+# ---------------------------------------------------------------- dict outputs
+BAD = "not-an-int-secret"
+
+
+class Out(BaseModel):
+    a: int
+    b: str = "x"
+
+
+@tensorwire.service
+class DictOutputs:
+    """Methods returning plain dicts for a declared output model."""
+
+    @tensorwire.api(output_spec=Out)
+    def one(self, a: int) -> dict:
+        return {"a": a} if a >= 0 else {"a": BAD}
+
+    @tensorwire.api(output_spec=Out)
+    def many(self, a: int) -> Generator[dict, None, None]:
+        yield {"a": abs(a)}
+        yield {"a": a, "b": "y"} if a >= 0 else {"a": BAD}
+
+
+def test_dict_output_is_validated_with_defaults_on_both_protocols(servers):
+    server = servers[DictOutputs]
+    reply = post(server.http_url + "/one", {"a": 3})
+    assert reply.status == 200
+    assert reply.json() == {"a": 3, "b": "x"}
+    reply = post(server.http_url + "/many", {"a": 3})
+    assert reply.status == 200
+    assert [json.loads(d) for _, d in sse_events(reply.body)] == [
+        {"a": 3, "b": "x"}, {"a": 3, "b": "y"}]
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        assert caller.call("one", {"a": 3}) == {"a": 3, "b": "x"}
+        assert list(caller.stream("many", {"a": 3})) == [
+            {"a": 3, "b": "x"}, {"a": 3, "b": "y"}]
+    finally:
+        caller.close()
+
+
+def test_invalid_dict_output_is_a_server_error_on_both_protocols(servers):
+    server = servers[DictOutputs]
+    reply = post(server.http_url + "/one", {"a": -1})
+    assert reply.status == 500
+    assert reply.headers["x-tensorwire-error"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    reply = post(server.http_url + "/many", {"a": -1})
+    events = sse_events(reply.body)
+    assert events[0] == (None, json.dumps({"a": 1, "b": "x"}, separators=(",", ":")))
+    assert events[1][0] == "error"
+    assert json.loads(events[1][1])["kind"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            caller.call("one", {"a": -1})
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details() and "Traceback" not in info.value.details()
+        got = []
+        with pytest.raises(grpc.RpcError) as info:
+            got.extend(caller.stream("many", {"a": -1}))
+        assert got == [{"a": 1, "b": "x"}]
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details()
+    finally:
+        caller.close()
