@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+import tensorwire
+from examples.quickstart import Quickstart
+from tests.support.grpc_calls import GrpcCaller
 from tests.support.http_calls import post
 from tests.support.servers import ROOT, spawn_cli
 
@@ -82,6 +87,36 @@ def test_no_grpc_serves_http_only():
             grpc.channel_ready_future(channel).result(timeout=0.5)
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_no_http_serves_grpc_only():
+    server = spawn_cli("examples.quickstart:Quickstart", "--no-http", http=False,
+                       drain_output=True)
+    try:
+        with grpc.insecure_channel(server.grpc_target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            deadline = time.monotonic() + 60
+            status = None
+            while status != health_pb2.HealthCheckResponse.SERVING:
+                assert server.process is not None and server.process.poll() is None, \
+                    server.output()
+                assert time.monotonic() < deadline, f"not SERVING: {server.output()}"
+                try:
+                    status = stub.Check(health_pb2.HealthCheckRequest(), timeout=1,
+                                        wait_for_ready=True).status
+                except grpc.RpcError:
+                    time.sleep(0.05)
+        caller = GrpcCaller(tensorwire.get_service_spec(Quickstart), server.grpc_target)
+        try:
+            assert caller.call("upper", {"text": "x"}) == "X"
+        finally:
+            caller.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", server.http_port), timeout=2).close()
+    finally:
+        server.stop()
+    assert server.process is not None and server.process.returncode == 0
 
 
 def test_import_tensorwire_stays_light():
