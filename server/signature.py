@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 
@@ -224,9 +225,42 @@ def _field_info(p: inspect.Parameter, fail: Any) -> FieldInfo:
     return Field(default=default)
 
 
+def _refuse_unenforced(annotation: Any, metadata: Any = (), seen: set[int] | None = None
+                       ) -> None:
+    """TypeError for a constraint pydantic would silently ignore, wherever it sits.
+
+    pydantic 2 accepts `annotated_types.Timezone` and enforces nothing (a naive datetime
+    passes `Timezone(...)`), so a contract using it would promise a check that never runs.
+    Model fields are walked too: they are part of the contract though their codecs
+    resolve later.
+    """
+    seen = set() if seen is None else seen
+    base, inner = split_annotated(annotation)
+    for m in (*metadata, *inner):
+        if isinstance(m, annotated_types.Timezone):
+            raise TypeError(
+                f"annotated_types.{m!r} is not supported: pydantic does not enforce it; "
+                "use pydantic.AwareDatetime or pydantic.NaiveDatetime")
+    if get_origin(base) is typing.Literal:
+        return
+    for arg in get_args(base):
+        _refuse_unenforced(arg, (), seen)
+    if isinstance(base, type) and issubclass(base, BaseModel) and id(base) not in seen:
+        seen.add(id(base))
+        for fname, info in base.model_fields.items():
+            try:
+                _refuse_unenforced(info.annotation, info.metadata, seen)
+            except TypeError as exc:
+                raise TypeError(f"{base.__qualname__}.{fname}: {exc}") from None
+
+
 def _field_spec(name: str, annotation: Any, info: FieldInfo, kind: str, fail: Any) -> FieldSpec:
     if name.startswith("_"):
         fail("input names may not start with an underscore", name)
+    try:
+        _refuse_unenforced(annotation, info.metadata)
+    except TypeError as exc:
+        fail(str(exc), name)
     if getattr(info, "discriminator", None) is not None:
         annotation = typing.Annotated[annotation, Field(discriminator=info.discriminator)]
     try:
@@ -266,6 +300,7 @@ def _output_spec(annotation: Any, output_spec: type[BaseModel] | None, fail: Any
     if annotation is None or annotation is type(None):
         annotation = type(None)
     try:
+        _refuse_unenforced(annotation)
         codec = codec_for(typing.Any if annotation is type(None) else annotation)
     except TypeError as exc:
         fail(f"return type: {exc}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import typing as t
 
 import pytest
+from annotated_types import Timezone
 from pydantic import BaseModel
 
 import tensorwire
@@ -26,7 +28,7 @@ def define(method: t.Callable[..., t.Any], **api_kwargs: t.Any) -> type:
 
 def _method(code: str) -> t.Callable[..., t.Any]:
     ns: dict[str, t.Any] = {"t": t, "Params": Params, "tensorwire": tensorwire,
-                            "Shape": Shape, "Opaque": Opaque}
+                            "Shape": Shape, "Opaque": Opaque, "dt": dt, "Timezone": Timezone}
     exec(code, ns)  # signatures with / and ** cannot be written as lambdas
     return ns["method"]
 
@@ -43,6 +45,13 @@ CASES = [
     ("def method(self, x: t.Annotated[int, Shape((1,))]) -> int: ...", "x", "Shape"),
     ("def method(self, x: Opaque) -> int: ...", "x", "unsupported type Opaque"),
     ("def method(self, _x: int) -> int: ...", "_x", "underscore"),
+    # pydantic accepts Timezone and enforces nothing: refused, not silently ignored
+    ("def method(self, x: t.Annotated[dt.datetime, Timezone(None)]) -> int: ...", "x",
+     "Timezone"),
+    ("def method(self, x: list[t.Annotated[dt.datetime, Timezone(...)]]) -> int: ...", "x",
+     "AwareDatetime"),
+    ("def method(self, x: t.Annotated[dt.datetime, Timezone('UTC')] | None = None) -> int: ...",
+     "x", "not supported"),
 ]
 
 
@@ -121,3 +130,27 @@ def test_service_and_api_decorators_bare_and_with_arguments():
 def test_not_a_service():
     with pytest.raises(TypeError, match=r"not a @tensorwire\.service"):
         tensorwire.get_service_spec(object)
+
+
+class Stamped(BaseModel):
+    at: t.Annotated[dt.datetime, Timezone(...)]
+
+
+class Log(BaseModel):
+    entries: list[Stamped] = []
+
+
+def test_timezone_inside_a_model_is_refused_naming_the_field():
+    def takes(self, log: Log) -> int: ...
+
+    def returns(self) -> Stamped: ...
+
+    def spec(self, **kw: t.Any) -> int: ...
+
+    with pytest.raises(TypeError, match=r"Svc\.takes\(\), parameter 'log': "
+                                        r"Log\.entries: Stamped\.at: .*Timezone"):
+        define(takes)
+    with pytest.raises(TypeError, match=r"Svc\.returns\(\): return type: Stamped\.at: "):
+        define(returns)
+    with pytest.raises(TypeError, match=r"Svc\.spec\(\), parameter 'at': .*Timezone"):
+        define(spec, input_spec=Stamped)
