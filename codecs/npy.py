@@ -75,9 +75,23 @@ def read(data: bytes | bytearray | memoryview, declared: dtypes.DTypeSpec | None
         array = flat.reshape(shape, order=order)
         if dtype.byteorder == ">":  # one copy into little-endian (native) order
             array = array.astype(dtype.newbyteorder("<"))
+        if spec.is_string:
+            _check_text(array)
     else:
         array = from_bytes(data, spec, shape, offset=offset, order=order)
     return array
+
+
+def _check_text(array: np.ndarray) -> None:
+    """A `<U` array holds raw UCS-4 code points, any 32-bit value: lone surrogates and
+    values past U+10FFFF are no text, and would only fail later, as a 500, when the
+    strings are encoded as UTF-8 for a protobuf or JSON answer."""
+    if not array.size:
+        return
+    codes = np.ascontiguousarray(array).view(np.uint32)
+    if ((codes >= 0xD800) & (codes <= 0xDFFF)).any() or (codes > 0x10FFFF).any():
+        raise FieldError("string tensors must hold Unicode text (no surrogates, no code "
+                         "points past U+10FFFF)", type="tensor_value")
 
 
 def _peek_header(data: Any, version: tuple[int, int]) -> int:

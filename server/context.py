@@ -9,7 +9,6 @@ method raises).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import threading
@@ -183,14 +182,9 @@ class Context:
     def cancel(self) -> None:
         self._cancelled = True
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[Context]:
+    def active(self) -> _Active:
         """Make this the `current_context()` while a transport decodes the request."""
-        token = _CURRENT.set(self)
-        try:
-            yield self
-        finally:
-            _CURRENT.reset(token)
+        return _Active(self)
 
     def close_after(self, future: Future[Any]) -> None:
         """Defer `close()`'s cleanup until `future` (the method's thread) is done.
@@ -215,3 +209,20 @@ class Context:
             path, self._temp_dir = self._temp_dir, None
         if path is not None and self._temp_dirs is not None:
             self._temp_dirs.release(path)
+
+
+class _Active:
+    """`with ctx.active():` as a plain class: a generator-based context manager costs
+    about a microsecond more, on every gRPC request."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> Context:
+        self._token = _CURRENT.set(self._ctx)
+        return self._ctx
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)

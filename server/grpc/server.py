@@ -83,13 +83,19 @@ class GrpcEndpoint:
 
     async def unary(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         ctx = self._context(context)
-        ticket = await self._admit(context, ctx)
+        try:  # admission inline: no coroutine per request on the happy path
+            ticket = self.admission.admit("grpc", self.api.name, ctx.request)
+        except TensorwireError as exc:  # draining or over the concurrency limit
+            ctx.close()
+            await self._abort(context, exc, ctx)
+            raise  # unreachable: abort raises
         code, sent = "OK", 0
         try:
             kwargs = self._decode(data, ctx)
             result = await self.runtime.call(self.api, kwargs, ctx, context.time_remaining())
             out = self.messages.response_bytes(result)
-            await self._send_headers(context, ctx)
+            if ctx.response.headers:
+                await self._send_headers(context, ctx)
             sent = len(out)
             return out
         except asyncio.CancelledError:

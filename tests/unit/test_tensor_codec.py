@@ -356,6 +356,10 @@ def test_npy_written_by_us_loads_with_numpy_allow_pickle_false() -> None:
     (b"PK\x03\x04 not npy at all", "not a NumPy .npy file"),
     (b"\x93NUMPY\x01\x00\x08\x00{'descr'", "malformed .npy header"),
     (b"\x93NUMPY\x03\x00" + b"\0" * 20, "malformed .npy header"),
+    (np_save(np.array(["ab"], "<U2")).replace("b".encode("utf-32-le"),
+                                              b"\x00\xd8\x00\x00"), "Unicode text"),
+    (np_save(np.array(["ab"], ">U2")).replace("b".encode("utf-32-be"),
+                                              b"\x00\x11\x00\x00"), "Unicode text"),
 ])
 def test_npy_rejections(data: bytes, match: str) -> None:
     with pytest.raises(FieldError, match=match):

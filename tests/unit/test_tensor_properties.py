@@ -48,7 +48,7 @@ def tensors(draw: st.DrawFn, specs: t.Sequence[dtypes.DTypeSpec] = dtypes.TABLE
     shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4))
     if spec.is_string:
         # NumPy's fixed-width strings drop trailing NULs, so NUL is not drawn.
-        text = st.text(st.characters(exclude_characters="\x00"), max_size=6)
+        text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6)
         array = draw(hnp.arrays(np.dtype("<U6"), shape, elements=text))
     elif spec.kind in ("float", "complex"):
         unit = spec.itemsize if spec.kind == "float" else spec.itemsize // 2
