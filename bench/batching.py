@@ -53,6 +53,39 @@ def load(core: int | None, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def scrape(http_port: int) -> dict[str, float]:
+    """The batch size and queue wait sums/counts of predict_batched, from /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if 'api="predict_batched"' in line and line.startswith(
+                ("tensorwire_batch_size_", "tensorwire_batch_queue_wait_seconds_")):
+            name = line.split("{", 1)[0]
+            if name.endswith(("_sum", "_count")):
+                out[name] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def observed(before: dict[str, float], after: dict[str, float], cpu: float,
+             requests: int) -> dict[str, float]:
+    """What the server did during one batched run: CPU per request, batch sizes, waits."""
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    batches = delta("tensorwire_batch_size_count")
+    waits = delta("tensorwire_batch_queue_wait_seconds_count")
+    return {"server_us_per_req": cpu / max(1, requests) * 1e6,
+            "mean_batch": delta("tensorwire_batch_size_sum") / batches if batches else 0.0,
+            "mean_queue_wait_ms": (delta("tensorwire_batch_queue_wait_seconds_sum") / waits
+                                   * 1e3) if waits else 0.0}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=5.0)
@@ -99,8 +132,11 @@ def main() -> int:
             for _ in range(a.rounds):
                 plain = load(load_core, *target("predict"), "--concurrency",
                              str(a.concurrency), "--seconds", str(a.seconds))
+                before, cpu0 = scrape(http_port), cpu_seconds(server.pid)
                 batched = load(load_core, *target("predict_batched"), "--concurrency",
                                str(a.concurrency), "--seconds", str(a.seconds))
+                batched.update(observed(before, scrape(http_port),
+                                        cpu_seconds(server.pid) - cpu0, batched["requests"]))
                 rounds.append({"unbatched": plain, "batched": batched,
                                "ratio": batched["rps"] / plain["rps"]})
             med = {
@@ -114,7 +150,11 @@ def main() -> int:
                 "errors": sum(r["batched"]["errors"] + r["unbatched"]["errors"]
                               for r in rounds),
             }
+            for key in ("server_us_per_req", "mean_batch", "mean_queue_wait_ms"):
+                med[key] = statistics.median(r["batched"][key] for r in rounds)
             med["p99_vs_lone"] = med["batched_p99_ms"] / med["lone_p50_ms"]
+            med["targets_met"] = {"throughput_5x": med["throughput_ratio"] >= 5,
+                                  "p99_within_3x_lone": med["p99_vs_lone"] <= 3}
             results["protocols"][protocol] = {"median": med, "rounds": rounds, "lone": lone}
         print(f"adaptive batching, {a.concurrency} clients, {a.rounds} rounds of "
               f"{a.seconds:g} s, {results['machine']['pinning']}")
@@ -126,6 +166,11 @@ def main() -> int:
                   f"{m['unbatched_p99_ms']:6.1f}ms {m['batched_rps']:12.0f} "
                   f"{m['batched_p99_ms']:6.1f}ms {m['throughput_ratio']:5.1f}x "
                   f"{m['p99_vs_lone']:8.1f}x")
+        for protocol, r in results["protocols"].items():
+            m = r["median"]
+            print(f"{protocol:8} server {m['server_us_per_req']:.0f} us CPU/request, mean "
+                  f"batch {m['mean_batch']:.1f}, mean queue wait "
+                  f"{m['mean_queue_wait_ms']:.2f} ms; targets: {m['targets_met']}")
         print("targets: ratio >= 5x, p99 <= 3x the lone-request latency")
         out = ROOT / "bench" / "results" / "batching.json"
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,221 @@
+"""bench/RESULTS.md and bench/results/overview.png from the recorded results.
+
+    .venv/bin/python bench/report.py
+
+Reads whatever bench/results/*.json hold (each written by its own script, with the
+machine, versions and command of that run) and writes one page of figures plus a PNG of
+requests/s and p99 against concurrency for both protocols, tensorwire beside its bare
+baseline. Nothing here measures: rerun a script to refresh its section.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import RESULTS, ROOT, fmt
+
+PAGE = ROOT / "bench" / "RESULTS.md"
+PLOT = RESULTS / "overview.png"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_line(result: dict[str, Any]) -> str:
+    m = result.get("machine", {})
+    v = m.get("versions", {})
+    extra = ", ".join(f"{k} {v[k]}" for k in ("aiohttp", "grpcio", "protobuf", "pydantic",
+                                               "wrk") if k in v)
+    when = m.get("time", "")
+    return (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; python "
+            f"{v.get('python', m.get('python', '?'))}; {extra}; {when}").strip("; ")
+
+
+def unary_section(title: str, result: dict[str, Any]) -> list[str]:
+    cfg = result["config"]
+    out = [f"## {title}", "",
+           f"`{cfg['command']}` — {result['pinning']}; load: {result['load']}; "
+           f"{cfg['rounds']} alternating rounds of {cfg['duration_s']:g} s per case.", "",
+           f"Machine: {machine_line(result)}.", ""]
+    rows = []
+    for s in result["summary"]:
+        tw, bare, r = s["tensorwire"], s["bare"], s["ratio"]
+        rows.append([s["variant"], s["concurrency"], tw["rps"], bare["rps"],
+                     f"{r['rps']:.2f}x", tw["p50_ms"], bare["p50_ms"], tw["p99_ms"],
+                     bare["p99_ms"], f"{r['p99_ms']:.2f}x", tw["server_us_per_req"],
+                     bare["server_us_per_req"]])
+    out.append(md_table(["api", "clients", "tw rps", "bare rps", "rps", "tw p50 ms",
+                         "bare p50 ms", "tw p99 ms", "bare p99 ms", "p99",
+                         "tw CPU µs/req", "bare CPU µs/req"], rows))
+    out += ["", *target_lines(result.get("targets", [])), ""]
+    return out
+
+
+def target_lines(targets: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for t in targets:
+        if "rps_ratio" in t:
+            lines.append(f"- target {t['case']}: rps {t['rps_ratio']:.2f}x (≥ 0.8: "
+                         f"{'met' if t['rps_met'] else '**missed**'}), p99 "
+                         f"{t['p99_ratio']:.2f}x (≤ 1.3: "
+                         f"{'met' if t['p99_met'] else '**missed**'})")
+        else:
+            lines.append(f"- target {t['case']}: {t['value_s']:.3f} s (≤ {t['target_s']} s: "
+                         f"{'met' if t['met'] else '**missed**'})")
+    return lines
+
+
+def streaming_section(result: dict[str, Any]) -> list[str]:
+    first = result["protocols"][0]
+    cfg = first["config"]
+    out = ["## Streaming", "",
+           f"`{cfg['command']}` — {first['tokens_per_stream']} chunks per stream; "
+           f"{first['pinning']}; {cfg['rounds']} alternating rounds of "
+           f"{cfg['duration_s']:g} s.", "", f"Machine: {machine_line(first)}.", ""]
+    rows = []
+    for payload in result["protocols"]:
+        for s in payload["summary"]:
+            tw, bare, r = s["tensorwire"], s["bare"], s["ratio"]
+            rows.append([payload["protocol"], s["variant"], s["concurrency"],
+                         tw["tokens_per_s"], bare["tokens_per_s"],
+                         f"{r['tokens_per_s']:.2f}x", tw["ttfc_p50_ms"],
+                         bare["ttfc_p50_ms"], tw["ttfc_p99_ms"], bare["ttfc_p99_ms"]])
+    out.append(md_table(["protocol", "api", "streams", "tw chunks/s", "bare chunks/s",
+                         "ratio", "tw TTFC p50 ms", "bare TTFC p50 ms", "tw TTFC p99 ms",
+                         "bare TTFC p99 ms"], rows))
+    return [*out, ""]
+
+
+def tensor_section(result: dict[str, Any]) -> list[str]:
+    out = ["## Tensor round trip (float32 echo)", "", f"`{result.get('command', '')}`", "",
+           f"Machine: {machine_line(result)}.", ""]
+    rows = []
+    for size, r in result["results"].items():
+        rows.append([size, r["tensorwire_grpc"]["mb_per_s"], r["bare_grpc"]["mb_per_s"],
+                     f"{r['ratio_grpc']:.2f}x", r["tensorwire_npy"]["mb_per_s"],
+                     r["bare_http"]["mb_per_s"], f"{r['ratio_npy']:.2f}x",
+                     r["tensorwire_json"]["mb_per_s"], f"{r['ratio_json']:.2f}x"])
+    out.append(md_table(["size", "tw gRPC MB/s", "bare gRPC MB/s", "gRPC", "tw npy MB/s",
+                         "bare HTTP MB/s", "npy", "tw JSON MB/s", "JSON vs bare HTTP"],
+                        rows))
+    met = result.get("targets_met")
+    if met is not None:
+        out += ["", f"- target gRPC and npy ≥ 0.7x bare at 16 and 64 MiB: {met}"]
+    return [*out, ""]
+
+
+def startup_section(result: dict[str, Any]) -> list[str]:
+    s = result["summary"]
+    metrics = ["http_ready_s", "grpc_serving_s", "both_ready_s", "rss_mib", "import_s"]
+    out = ["## Start-up and memory (numpy-only service)", "",
+           f"`{result['config']['command']}` — median of {result['config']['rounds']} "
+           "alternating starts.", "", f"Machine: {machine_line(result)}.", ""]
+    out.append(md_table(["", "HTTP /readyz s", "gRPC SERVING s", "both s", "RSS MiB",
+                         "import s"],
+                        [[n, *(s[n][m] for m in metrics)] for n in ("tensorwire", "bare")]))
+    return [*out, "", *target_lines(result["targets"]), ""]
+
+
+def batching_section(result: dict[str, Any]) -> list[str]:
+    out = ["## Adaptive batching", "",
+           f"Model: {result['model']}; {result['concurrency']} concurrent clients; "
+           f"{result['machine'].get('pinning', '')}.", ""]
+    rows = []
+    for protocol, r in result["protocols"].items():
+        m = r["median"]
+        rows.append([protocol, m["lone_p50_ms"], m["unbatched_rps"], m["unbatched_p99_ms"],
+                     m["batched_rps"], m["batched_p99_ms"], f"{m['throughput_ratio']:.1f}x",
+                     f"{m['p99_vs_lone']:.1f}x", m.get("server_us_per_req", float("nan")),
+                     m.get("mean_batch", float("nan")),
+                     m.get("mean_queue_wait_ms", float("nan"))])
+    out.append(md_table(["protocol", "lone p50 ms", "unbatched rps", "unbatched p99 ms",
+                         "batched rps", "batched p99 ms", "throughput", "p99 / lone",
+                         "server µs/req", "mean batch", "mean queue wait ms"], rows))
+    out += ["", "- targets: throughput ≥ 5x; batched p99 ≤ 3x the lone-request latency"]
+    return [*out, ""]
+
+
+def plot(http: dict[str, Any] | None, grpc: dict[str, Any] | None) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    panels = [(name, r) for name, r in (("HTTP small JSON", http), ("gRPC small unary", grpc))
+              if r is not None]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(2, len(panels), figsize=(5.5 * len(panels), 7), squeeze=False)
+    for col, (name, result) in enumerate(panels):
+        for variant in sorted({s["variant"] for s in result["summary"]}):
+            rows = sorted((s for s in result["summary"] if s["variant"] == variant),
+                          key=lambda s: s["concurrency"])
+            conc = [s["concurrency"] for s in rows]
+            for side, style in (("tensorwire", "-o"), ("bare", "--s")):
+                label = f"{side} ({variant})"
+                axes[0][col].plot(conc, [s[side]["rps"] for s in rows], style, label=label)
+                axes[1][col].plot(conc, [s[side]["p99_ms"] for s in rows], style, label=label)
+        axes[0][col].set_title(f"{name}: requests/s")
+        axes[1][col].set_title(f"{name}: p99 latency (ms)")
+        for row in (0, 1):
+            axes[row][col].set_xscale("log", base=2)
+            axes[row][col].set_xlabel("concurrent clients")
+            axes[row][col].grid(alpha=0.3)
+            axes[row][col].legend(fontsize=8)
+    fig.tight_layout()
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PLOT, dpi=90)
+    return True
+
+
+def main() -> int:
+    http, grpc = load("http_json"), load("grpc_unary")
+    page = ["# Benchmark results", "",
+            "Generated by `bench/report.py` from `bench/results/*.json`; each section names "
+            "the command that produced it (see `bench/README.md`). tensorwire and its bare "
+            "baseline run in the same script, alternating, on the same machine; ratios are "
+            "medians of per-round ratios.", ""]
+    if plot(http, grpc):
+        page += ["![requests/s and p99 against concurrency](results/overview.png)", ""]
+    if http:
+        page += unary_section("HTTP small JSON (tensorwire vs bare aiohttp + pydantic)", http)
+    if grpc:
+        page += unary_section("gRPC small unary (tensorwire vs bare grpc.aio servicer)", grpc)
+    for name, section in (("streaming", streaming_section),
+                          ("tensor_roundtrip", tensor_section), ("startup", startup_section),
+                          ("batching", batching_section)):
+        result = load(name)
+        if result:
+            page += section(result)
+    hot = load("hot_path")
+    if hot:
+        page += ["## HTTP handler in process (no sockets)", "",
+                 "`bench/hot_path.py` — what tensorwire's handler adds over the bare one.", ""]
+        page.append(md_table(["handler", "µs/req", "added µs"],
+                             [[k, v["us_per_req"], v["added_us"]]
+                              for k, v in hot["summary"].items()]))
+        page.append("")
+    PAGE.write_text("\n".join(page))
+    print(f"wrote {PAGE.relative_to(ROOT)}" + (f" and {PLOT.relative_to(ROOT)}"
+                                                 if PLOT.exists() else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
