@@ -10,6 +10,8 @@ Wire-contract rules (stable, documented in the README):
 - `<Api>Response` holds a model output's fields, else one field `result`;
 - every singular scalar/enum field has explicit presence (proto3 `optional`) so that a
   missing input is told apart from a zero value, exactly as in JSON;
+- a repeated/map field has no presence: sent empty, it reads as absent for an input
+  with a default (the default applies) and as empty for a required one;
 - Python Enums and `Literal[str, ...]` become enums numbered from 1 (0 = unspecified);
 - the rpc of a root-input API carries `option (tensorwire.v1.root_input) = true;`.
 """
@@ -245,6 +247,11 @@ class APIMessages:
         self._response_fields: list[tuple[str, str, Codec]] = (
             [(f.name, f.key, f.codec) for f in codec.fields] if self._model_output
             else [("result", "result", codec)])
+        # proto3 cannot tell an empty repeated/map field from an absent one: for an input
+        # with a default, empty reads as absent so that the default applies (as a key
+        # left out of a JSON body). A required one sent empty stays empty.
+        self._request_fields = [(f.name, f.codec, f.codec.is_container and not f.required)
+                                for f in api.fields]
         self._request_split = protowire.split_fields(
             request_cls, [(f.name, f.codec) for f in api.fields])
         self._response_split = protowire.split_fields(
@@ -262,16 +269,19 @@ class APIMessages:
         return Parsed(msg, raw) if raw else msg
 
     def request_values(self, msg: Any) -> dict[str, Any]:
-        """Python values of the request's fields (missing ones left out), not validated."""
+        """Python values of the request's fields (missing ones left out), not validated.
+
+        An empty repeated/map field of an input with a default counts as missing.
+        """
         msg, raw = (msg.msg, msg.raw) if isinstance(msg, Parsed) else (msg, {})
         out: dict[str, Any] = {}
-        for f in self.api.fields:
+        for name, codec, empty_is_missing in self._request_fields:
             try:
-                value = _read(f.codec, msg, f.name, raw)
+                value = _read(codec, msg, name, raw)
             except FieldError as exc:
-                raise invalid_argument(exc.under(f.name)) from None
-            if value is not MISSING:
-                out[f.name] = value
+                raise invalid_argument(exc.under(name)) from None
+            if value is not MISSING and not (empty_is_missing and not value):
+                out[name] = value
         return out
 
     def response(self, value: Any) -> Any:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import grpc
 import pytest
+from annotated_types import Len
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
@@ -36,6 +37,29 @@ class Case:
     expect: Any = None
     status: int = 200
     locs: list[list[str | int]] = field(default_factory=list)
+
+
+
+class Got(BaseModel):
+    tags: list[str]
+    b: list[int]
+    opts: dict[str, int]
+    x: int
+
+
+@tensorwire.service
+class ContainerDefaults:
+    """List and dict inputs with defaults: an empty repeated/map field reads as absent."""
+
+    @tensorwire.api
+    def defaults(self, tags: list[str] = ["default"],  # noqa: B006
+                 b: Annotated[list[int], Len(1, 2)] = [1],  # noqa: B006
+                 opts: dict[str, int] = {"k": 1}, x: int = 0) -> Got:  # noqa: B006
+        return Got(tags=tags, b=b, opts=opts, x=x)
+
+    @tensorwire.api
+    def count(self, items: list[int], x: int = 0) -> int:
+        return len(items)
 
 
 LONG = "x" * 1001
@@ -95,6 +119,18 @@ CASES = [
          locs=[["values"]]),
     # user exceptions: 500 / INTERNAL, message withheld
     Case("user-exception", ReviewAnalyzer, "fail", {"message": "db password"}, status=500),
+    # list/dict inputs with defaults: left out (an empty repeated/map field over gRPC,
+    # which proto3 cannot tell from an absent one) means the default
+    Case("container-defaults", ContainerDefaults, "defaults", {"x": 1},
+         {"tags": ["default"], "b": [1], "opts": {"k": 1}, "x": 1}),
+    Case("container-given", ContainerDefaults, "defaults",
+         {"tags": ["a", "b"], "b": [2, 3], "opts": {"z": 2}},
+         {"tags": ["a", "b"], "b": [2, 3], "opts": {"z": 2}, "x": 0}),
+    Case("container-too-long", ContainerDefaults, "defaults", {"b": [1, 2, 3]},
+         status=400, locs=[["b"]]),
+    # a required list sent empty stays empty
+    Case("required-list-empty", ContainerDefaults, "count", {"items": []}, 0),
+    Case("required-list", ContainerDefaults, "count", {"items": [4, 5]}, 2),
     Case("quickstart-summary", Quickstart, "summarize", {"text": "a b c d", "max_words": 2},
          {"summary": "a b", "words": 4}),
     Case("quickstart-count", Quickstart, "count", {"text": "two words"},
