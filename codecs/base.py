@@ -274,11 +274,30 @@ class Codec:
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
         """An HTTP response body for an output value."""
-        return HttpBody(self.adapter.dump_json(value), "application/json")
+        return HttpBody(self.adapter.dump_json(self.output_value(value)), "application/json")
 
     def encode_chunk(self, value: Any) -> bytes:
         """One streamed chunk (SSE `data:`); JSON unless the codec knows better."""
-        return self.adapter.dump_json(value)
+        return self.adapter.dump_json(self.output_value(value))
+
+    # ----------------------------------------------------------------- outputs
+    #: Whether `output_value` validates a value not of the declared type (the standard
+    #: codecs); a family codec (tensors, files, images, frames) checks as it writes.
+    validates_output: ClassVar[bool] = False
+    #: What `output_value` passes as it is (isinstance); () validates every value.
+    output_types: ClassVar[type | tuple[type, ...]] = ()
+
+    def output_value(self, value: Any) -> Any:
+        """An output value as both protocols write it (HTTP encode_*, gRPC responses).
+
+        A value already of the declared type is itself (the hot path: one isinstance
+        check); any other is validated through `adapter`, so a dict for a model gets its
+        defaults filled the same on HTTP and gRPC, and a value of the wrong type raises
+        (a server error: 500 / INTERNAL) instead of being sent as it came.
+        """
+        if not self.validates_output or isinstance(value, self.output_types):
+            return value
+        return self.adapter.validate_python(value)
 
     # ----------------------------------------------------------------- tensors
     def iter_tensors(self, value: Any) -> list[Any]:

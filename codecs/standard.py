@@ -398,6 +398,7 @@ class OptionalCodec(Codec):
         self.output_media = inner.output_media  # type: ignore[misc]
         self.raw_bytes_field = inner.raw_bytes_field  # type: ignore[misc]
         self.binary_media = inner.binary_media  # type: ignore[misc]
+        self.validates_output = inner.validates_output  # type: ignore[misc]
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self.inner.proto_type(builder, name_hint)
@@ -428,6 +429,9 @@ class OptionalCodec(Codec):
         if value is not None:
             self.inner.write_field(msg, name, value)
 
+    def output_value(self, value: Any) -> Any:
+        return None if value is None else self.inner.output_value(value)
+
     async def decode_body(self, body: Part, ctx: Any) -> Any:
         return await self.inner.decode_body(body, ctx)
 
@@ -457,6 +461,9 @@ class ListCodec(Codec):
         self.item = item
         self.is_file = item.is_file  # type: ignore[misc]
         self.has_tensors = item.has_tensors  # type: ignore[misc]
+        # Items of a standard type: every output list is validated (in pydantic's core,
+        # cheaper than a Python loop of isinstance checks).
+        self.validates_output = item.validates_output  # type: ignore[misc]
 
     @property
     def repeated_parts(self) -> bool:  # type: ignore[override]
@@ -525,6 +532,7 @@ class MapCodec(Codec):
         self.key = key
         self.value = value
         self.has_tensors = value.has_tensors  # type: ignore[misc]
+        self.validates_output = value.validates_output  # type: ignore[misc]
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         vt = self.value.proto_type(builder, name_hint + "Value")
@@ -569,6 +577,7 @@ class UnionCodec(Codec):
     """
 
     element_is_message = True
+    validates_output = True
 
     def __init__(self, python_type: Any, members: list[type], discriminator: str,
                  resolve: Callable[[Any], Codec]) -> None:
@@ -578,6 +587,7 @@ class UnionCodec(Codec):
         self._resolve = resolve
         self.names = [upper_snake(m.__name__).lower() for m in members]
         self.tags = [_literal_tag(m, discriminator) for m in members]
+        self.output_types = tuple(members)  # type: ignore[misc]
 
     @functools.cached_property
     def codecs(self) -> list[Codec]:
@@ -646,10 +656,12 @@ class ModelCodec(Codec):
     """A pydantic model (and `IODescriptor`): a JSON object and a nested message."""
 
     element_is_message = True
+    validates_output = True
 
     def __init__(self, model: type, resolve: Callable[[Any], Codec]) -> None:
         super().__init__(model, model)
         self._resolve = resolve
+        self.output_types = model  # type: ignore[misc]
 
     @functools.cached_property
     def fields(self) -> list[ModelField]:
@@ -724,14 +736,12 @@ class ModelCodec(Codec):
     def output_media(self) -> str:  # type: ignore[override]
         return "multipart/form-data" if self.is_file else "application/json"
 
-    # An output returned as a dict is validated into the model before it is written, as
-    # gRPC does: defaults filled the same on both protocols, and a bad value a server
-    # error (500 / INTERNAL) rather than dumped as it came. A model instance (the hot
-    # path) is written as it is.
+    # An output that is no model instance (a dict) is validated into the model before it
+    # is written, on both protocols (`output_value`): defaults filled the same, and a bad
+    # value a server error (500 / INTERNAL) rather than dumped as it came. A model
+    # instance (the hot path) is written as it is.
     def encode_chunk(self, value: Any) -> bytes:
-        if isinstance(value, dict):
-            value = self.adapter.validate_python(value)
-        return self.adapter.dump_json(value)
+        return self.adapter.dump_json(self.output_value(value))
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
         """Several binary outputs (or files beside JSON): one multipart/form-data body.
@@ -739,10 +749,9 @@ class ModelCodec(Codec):
         One part per field, named after it: files and tensors as their codecs encode
         them, every other field as an application/json part. None fields are left out.
         """
-        if isinstance(value, dict):
-            value = self.adapter.validate_python(value)
+        value = self.output_value(value)
         if not self.is_file:
-            return super().encode_http(value, accept)
+            return HttpBody(self.adapter.dump_json(value), "application/json")
         from .multipart import encode_parts, field_parts
 
         parts = []

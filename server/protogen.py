@@ -287,9 +287,8 @@ class APIMessages:
     def response(self, value: Any) -> Any:
         msg = self.response_cls()
         codec = self.api.output.codec
+        value = codec.output_value(value)  # what HTTP writes too: checked, defaults filled
         if self._model_output:
-            if isinstance(value, dict):
-                value = self.api.output.adapter.validate_python(value)
             codec.fill_proto(value, msg)
         else:
             codec.write_field(msg, "result", value)
@@ -299,9 +298,8 @@ class APIMessages:
         """The serialised response: `response(value)`, with big bytes fields copied once."""
         if not self._response_split:
             return self.response(value).SerializeToString()
+        value = self.api.output.codec.output_value(value)
         if self._model_output:
-            if isinstance(value, dict):
-                value = self.api.output.adapter.validate_python(value)
             values = [(name, codec, getattr(value, name, None))
                       for name, _, codec in self._response_fields]
         else:

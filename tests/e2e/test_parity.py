@@ -286,3 +286,85 @@ def test_invalid_dict_output_is_a_server_error_on_both_protocols(servers):
         assert BAD not in info.value.details()
     finally:
         caller.close()
+
+
+@tensorwire.service
+class NestedDictOutputs:
+    """Dicts for a model inside an Optional, a list and a map output."""
+
+    @tensorwire.api
+    def maybe(self, a: int) -> Out | None:
+        return None if a == 0 else {"a": a} if a > 0 else {"a": BAD}
+
+    @tensorwire.api
+    def several(self, a: int) -> list[Out]:
+        return [{"a": abs(a)}, {"a": a} if a >= 0 else {"a": BAD}]
+
+    @tensorwire.api
+    def by_key(self, a: int) -> dict[str, Out]:
+        return {"k": {"a": a} if a >= 0 else {"a": BAD}}
+
+    @tensorwire.api
+    def chunks(self, a: int) -> Generator[list[Out], None, None]:
+        yield [{"a": abs(a)}]
+        yield [{"a": a, "b": "y"} if a >= 0 else {"a": BAD}]
+
+
+@pytest.mark.parametrize(("api", "a", "expect"), [
+    ("maybe", 3, {"a": 3, "b": "x"}),
+    ("maybe", 0, None),
+    ("several", 3, [{"a": 3, "b": "x"}, {"a": 3, "b": "x"}]),
+    ("by_key", 3, {"k": {"a": 3, "b": "x"}}),
+])
+def test_dicts_inside_container_outputs_get_defaults_on_both_protocols(
+        servers, api: str, a: int, expect: Any):
+    server = servers[NestedDictOutputs]
+    reply = post(server.http_url + f"/{api}", {"a": a})
+    assert reply.status == 200
+    assert reply.json() == expect
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        assert to_jsonable_python(caller.call(api, {"a": a})) == expect
+    finally:
+        caller.close()
+
+
+@pytest.mark.parametrize("api", ["maybe", "several", "by_key"])
+def test_invalid_dicts_inside_container_outputs_are_server_errors(servers, api: str):
+    server = servers[NestedDictOutputs]
+    reply = post(server.http_url + f"/{api}", {"a": -1})
+    assert reply.status == 500
+    assert reply.headers["x-tensorwire-error"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            caller.call(api, {"a": -1})
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details() and "Traceback" not in info.value.details()
+    finally:
+        caller.close()
+
+
+def test_streamed_lists_of_dicts_are_validated_chunk_by_chunk(servers):
+    server = servers[NestedDictOutputs]
+    good = [[{"a": 3, "b": "x"}], [{"a": 3, "b": "y"}]]
+    reply = post(server.http_url + "/chunks", {"a": 3})
+    assert [json.loads(d) for _, d in sse_events(reply.body)] == good
+    reply = post(server.http_url + "/chunks", {"a": -1})
+    events = sse_events(reply.body)
+    assert json.loads(events[0][1]) == [{"a": 1, "b": "x"}]
+    assert events[1][0] == "error"
+    assert json.loads(events[1][1])["kind"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        assert [to_jsonable_python(c) for c in caller.stream("chunks", {"a": 3})] == good
+        got = []
+        with pytest.raises(grpc.RpcError) as info:
+            got.extend(caller.stream("chunks", {"a": -1}))
+        assert [to_jsonable_python(c) for c in got] == [[{"a": 1, "b": "x"}]]
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details()
+    finally:
+        caller.close()
