@@ -49,6 +49,9 @@ def test_dockerfile_shape(stages):
         Settings().http_port, Settings().grpc_port)
     assert any("${EXTRAS:+[${EXTRAS}]}" in run for run in final.all("RUN"))
     assert (ROOT / final.args["SERVICE_DIR"]).is_dir()
+    # the non-root user gets a home of its own to write to (library caches under ~)
+    assert env["HOME"].startswith("/home/")
+    assert any(f"--create-home --home-dir {env['HOME']}" in run for run in final.all("RUN"))
 
 
 def test_build_stage_copies_every_package_folder(stages):
@@ -77,6 +80,9 @@ def test_kubernetes_manifests_agree(manifests, stages):
     grace = float(env["TENSORWIRE_GRACEFUL_TIMEOUT"]["value"])
     assert pod["terminationGracePeriodSeconds"] > grace + 5  # preStop sleep + drain
     assert env["TENSORWIRE_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    if annotations.get("prometheus.io/scrape") == "true":  # scraped without the token
+        assert env["TENSORWIRE_AUTH_OPEN_METRICS"]["value"] == "true"
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == selector
     assert {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
