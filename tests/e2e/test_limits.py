@@ -124,3 +124,15 @@ def test_multipart_limits():
         too_big = send([("a", b'"' + b"x" * 100 + b'"'), ("b", b'"y"'), ("c", b'"z"')])
         assert too_big.status == 413
         assert "part 'a' is too large" in too_big.json()["error"]
+
+
+def test_grpc_response_size_limit():
+    """HTTP streams any response size; a gRPC message over max_response_size is refused
+    (grpc's own send limit) and the server keeps serving."""
+    with serving(Ops, max_response_size=2048) as server:
+        ok, status, _ = call(server, "grpc", "echo", {"text": "x" * 100})
+        assert ok, status
+        ok, status, _ = call(server, "grpc", "echo", {"text": "x" * 5000})
+        assert not ok and status == "RESOURCE_EXHAUSTED"
+        assert call(server, "grpc", "echo", {"text": "still serving"})[0]
+        assert call(server, "http", "echo", {"text": "x" * 5000})[0]

@@ -60,8 +60,19 @@ def health(target: str) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sigterm_drains_in_flight_requests_and_streams(workers):
+def grpc_stream(target: str, api: str, values: dict):
+    caller = GrpcCaller(SPEC, target, channel=fresh_channel(target))
+    try:
+        return "OK", list(caller.stream(api, values, timeout=30))
+    except grpc.RpcError as exc:
+        return exc.code().name, exc.details()
+    finally:
+        caller.close()
+
+
+@pytest.mark.parametrize(("workers", "sig"), [(1, signal.SIGTERM), (2, signal.SIGTERM),
+                                              (1, signal.SIGINT)])
+def test_a_stop_signal_drains_in_flight_requests_and_streams(workers, sig):
     server = spawn_cli("tests.support.ops_service:Ops", "--workers", str(workers),
                        "--graceful-timeout", "20", drain_output=True)
     try:
@@ -71,10 +82,12 @@ def test_sigterm_drains_in_flight_requests_and_streams(workers):
             lambda: grpc_call(server.grpc_target, "sleep_sync", {"seconds": SLOW}))
         sse, sse_box = in_background(
             lambda: post(server.http_url, "tick", {"n": 5, "delay": SLOW / 5}))
+        grpc_ticks, ticks_box = in_background(
+            lambda: grpc_stream(server.grpc_target, "tick", {"n": 5, "delay": SLOW / 5}))
         wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight")
-                 == 3, what="three requests in flight")
+                 == 4, what="four requests in flight")
 
-        os.kill(server.process.pid, signal.SIGTERM)  # as Kubernetes does: PID 1 only
+        os.kill(server.process.pid, sig)  # as Kubernetes (SIGTERM) or Ctrl-C: PID 1 only
 
         def draining() -> bool:  # every worker: several fresh connections in a row
             return all(request(f"{server.http_url}/readyz").status == 503 for _ in range(8))
@@ -89,7 +102,7 @@ def test_sigterm_drains_in_flight_requests_and_streams(workers):
         assert code == "UNAVAILABLE" and "shutting down" in details
         assert health(server.grpc_target) == "NOT_SERVING"
 
-        for thread in (http_slow, grpc_slow, sse):
+        for thread in (http_slow, grpc_slow, sse, grpc_ticks):
             thread.join(30)
         http_reply = http_box[0]
         assert (http_reply.status, http_reply.json()) == (200, SLOW)
@@ -97,6 +110,8 @@ def test_sigterm_drains_in_flight_requests_and_streams(workers):
         sse_reply = sse_box[0]
         assert sse_reply.status == 200
         assert sse_reply.body.count(b"data: ") == 5
+        code, chunks = ticks_box[0]
+        assert code == "OK" and len(chunks) == 5, ticks_box[0]
         assert server.process.wait(30) == 0
     finally:
         server.stop()
