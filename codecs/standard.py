@@ -47,16 +47,24 @@ from .wellknown import (
 # ---------------------------------------------------------------------- scalars
 
 
+def _instances_of(python_type: Any) -> Any:
+    """What `output_value` passes unchecked for a type: its instances if it is a plain
+    class, else nothing (a Literal or a generic alias validates every value)."""
+    return python_type if isinstance(python_type, type) else ()
+
+
 class ScalarCodec(Codec):
     """str, int, float, bool, bytes: one protobuf scalar each."""
 
     _PROTO: ClassVar[dict[type, ProtoType]] = {
         str: STRING, int: INT64, float: DOUBLE, bool: BOOL, bytes: BYTES,
     }
+    validates_output = True
 
     def __init__(self, python_type: type, annotation: Any, base: type) -> None:
         super().__init__(python_type, annotation)
         self.base = base
+        self.output_types = _instances_of(python_type)  # type: ignore[misc]
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self._PROTO[self.base]
@@ -104,10 +112,10 @@ class StrCodec(ScalarCodec):
             raise FieldError(f"the part is not UTF-8 text: {exc.reason}") from None
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        return HttpBody(str(value).encode(), "text/plain; charset=utf-8")
+        return HttpBody(str(self.output_value(value)).encode(), "text/plain; charset=utf-8")
 
     def encode_chunk(self, value: Any) -> bytes:
-        return str(value).encode()
+        return str(self.output_value(value)).encode()
 
 
 def _is_json_string(data: bytes) -> bool:
@@ -139,6 +147,8 @@ class BytesCodec(ScalarCodec):
                  content_type: Any = None) -> None:
         super().__init__(python_type, annotation, base)
         self.content_type = content_type
+        # Any bytes-like value is written as bytes(value) on both protocols.
+        self.output_types = (bytes, bytearray, memoryview)  # type: ignore[misc]
         if content_type is not None:
             from .media import canonical
 
@@ -196,7 +206,7 @@ class BytesCodec(ScalarCodec):
         return resolve_media_type(value[:SNIFF_BYTES])
 
     def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        data = bytes(value)
+        data = bytes(self.output_value(value))
         return HttpBody(data, self.media_type_of(data))
 
 
@@ -206,9 +216,12 @@ class EnumCodec(Codec):
     Number 0 is the proto3 "unspecified" value and reads as a missing field.
     """
 
+    validates_output = True
+
     def __init__(self, python_type: Any, annotation: Any, values: list[Any],
                  labels: list[str], key: Any, name: str | None) -> None:
         super().__init__(python_type, annotation)
+        self.output_types = _instances_of(python_type)  # type: ignore[misc]
         self.values = values
         self.labels = labels
         self.key = key
@@ -280,6 +293,8 @@ class DatetimeCodec(Codec):
     """`datetime`: RFC 3339 in JSON, `google.protobuf.Timestamp` (UTC) in protobuf."""
 
     element_is_message = True
+    validates_output = True
+    output_types = dt.datetime
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return ProtoType.message(builder.well_known("google.protobuf.Timestamp"))
@@ -297,6 +312,8 @@ class TimedeltaCodec(Codec):
     """`timedelta`: ISO 8601 duration in JSON, `google.protobuf.Duration` in protobuf."""
 
     element_is_message = True
+    validates_output = True
+    output_types = dt.timedelta
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return ProtoType.message(builder.well_known("google.protobuf.Duration"))
@@ -315,6 +332,12 @@ class StringFormCodec(Codec):
     validate the same text with the same pydantic rules.
     """
 
+    validates_output = True
+
+    def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
+        super().__init__(python_type, annotation)
+        self.output_types = _instances_of(python_type)  # type: ignore[misc]
+
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return STRING
 
@@ -329,7 +352,14 @@ class JsonValueCodec(Codec):
     """
 
     element_is_message = True
+    validates_output = True
     _WKT: ClassVar[str] = "google.protobuf.Value"
+
+    def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
+        super().__init__(python_type, annotation)
+        self.output_types = (  # type: ignore[misc]
+            object if python_type is Any or python_type is object
+            else _instances_of(python_type))
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return ProtoType.message(builder.well_known(self._WKT))
@@ -345,6 +375,10 @@ class StructCodec(JsonValueCodec):
     """Untyped `dict` / `dict[str, Any]`: `google.protobuf.Struct`."""
 
     _WKT = "google.protobuf.Struct"
+
+    def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
+        super().__init__(python_type, annotation)
+        self.output_types = dict  # type: ignore[misc]
 
     def from_proto(self, raw: Any) -> Any:
         return struct_to_python(raw)

@@ -368,3 +368,83 @@ def test_streamed_lists_of_dicts_are_validated_chunk_by_chunk(servers):
         assert BAD not in info.value.details()
     finally:
         caller.close()
+
+
+# ---------------------------------------------------------------- wrong-typed outputs
+@tensorwire.service
+class LooseOutputs:
+    """Non-model outputs of the wrong type (a ≥ 0: right, or coercible; a < 0: wrong)."""
+
+    @tensorwire.api
+    def number(self, a: int) -> int:
+        return str(a) if a >= 0 else BAD
+
+    @tensorwire.api
+    def numbers(self, a: int) -> list[int]:
+        return [abs(a), a if a >= 0 else BAD]
+
+    @tensorwire.api
+    def flag(self, a: int) -> bool:
+        return a > 0 if a >= 0 else BAD
+
+    @tensorwire.api
+    def text(self, a: int) -> str:
+        return "ok" if a >= 0 else [BAD]
+
+    @tensorwire.api
+    def counts(self, a: int) -> Generator[int, None, None]:
+        yield abs(a)
+        yield a if a >= 0 else BAD
+
+
+@pytest.mark.parametrize(("api", "expect"), [
+    ("number", 3), ("numbers", [3, 3]), ("flag", True), ("text", "ok")])
+def test_outputs_coercible_to_their_type_are_the_same_on_both_protocols(
+        servers, api: str, expect: Any):
+    server = servers[LooseOutputs]
+    reply = post(server.http_url + f"/{api}", {"a": 3})
+    assert reply.status == 200
+    assert (reply.text if api == "text" else reply.json()) == expect
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        assert caller.call(api, {"a": 3}) == expect
+    finally:
+        caller.close()
+
+
+@pytest.mark.parametrize("api", ["number", "numbers", "flag", "text"])
+def test_an_output_of_the_wrong_type_is_a_server_error_on_both_protocols(
+        servers, api: str):
+    server = servers[LooseOutputs]
+    reply = post(server.http_url + f"/{api}", {"a": -1})
+    assert reply.status == 500
+    assert reply.headers["x-tensorwire-error"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            caller.call(api, {"a": -1})
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details() and "Traceback" not in info.value.details()
+    finally:
+        caller.close()
+
+
+def test_a_streamed_chunk_of_the_wrong_type_is_a_server_error_on_both_protocols(servers):
+    server = servers[LooseOutputs]
+    reply = post(server.http_url + "/counts", {"a": -1})
+    events = sse_events(reply.body)
+    assert events[0] == (None, "1")
+    assert events[1][0] == "error"
+    assert json.loads(events[1][1])["kind"] == "InternalError"
+    assert BAD not in reply.text and "Traceback" not in reply.text
+    caller = GrpcCaller(server.spec, server.grpc_target)
+    try:
+        got = []
+        with pytest.raises(grpc.RpcError) as info:
+            got.extend(caller.stream("counts", {"a": -1}))
+        assert got == [1]
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert BAD not in info.value.details()
+    finally:
+        caller.close()
