@@ -675,14 +675,17 @@ def _literal_tag(model: type, discriminator: str) -> Any:
 class ModelField:
     """One field of a model message: its name on each wire and its codec."""
 
-    __slots__ = ("codec", "doc", "key", "name", "number")
+    __slots__ = ("codec", "doc", "empty_is_missing", "key", "name", "number")
 
     def __init__(self, name: str, key: str, codec: Codec, number: int | None,
-                 doc: str | None) -> None:
+                 doc: str | None, has_default: bool = False) -> None:
         self.name = name  # Python attribute and protobuf field name
         self.key = key  # the name pydantic validates by (an alias, if any)
         self.codec = codec
         self.number = number
+        # proto3 has no presence for repeated/map fields: empty reads as "not sent" where
+        # the field has a default (as for an API's own inputs, see protogen)
+        self.empty_is_missing = has_default and codec.is_container
         self.doc = doc
 
 
@@ -716,7 +719,8 @@ class ModelCodec(Codec):
                 raise TypeError(f"{self.python_type.__qualname__}.{name}: {exc}") from None
             number = next((m.number for m in info.metadata if isinstance(m, FieldNumber)), None)
             key = info.alias if isinstance(info.alias, str) else name
-            out.append(ModelField(name, key, codec, number, info.description))
+            out.append(ModelField(name, key, codec, number, info.description,
+                                  not info.is_required()))
         return out
 
     # Cached: the runtime asks `has_tensors` of every response (is there a device
@@ -747,7 +751,7 @@ class ModelCodec(Codec):
                 value = f.codec.read_field(raw, f.name)
             except FieldError as exc:
                 raise exc.under(f.key) from None
-            if value is not MISSING:
+            if value is not MISSING and not (f.empty_is_missing and not value):
                 out[f.key] = value
         return out
 

@@ -40,6 +40,12 @@ class Case:
 
 
 
+class Options(BaseModel):
+    tags: list[str] = ["default"]
+    weights: dict[str, float] = {"w": 1.0}
+    need: list[int]
+
+
 class Got(BaseModel):
     tags: list[str]
     b: list[int]
@@ -60,6 +66,10 @@ class ContainerDefaults:
     @tensorwire.api
     def count(self, items: list[int], x: int = 0) -> int:
         return len(items)
+
+    @tensorwire.api
+    def nested(self, params: Options) -> Options:
+        return params
 
 
 LONG = "x" * 1001
@@ -128,6 +138,12 @@ CASES = [
          {"tags": ["a", "b"], "b": [2, 3], "opts": {"z": 2}, "x": 0}),
     Case("container-too-long", ContainerDefaults, "defaults", {"b": [1, 2, 3]},
          status=400, locs=[["b"]]),
+    # the same inside a nested model message
+    Case("nested-container-defaults", ContainerDefaults, "nested",
+         {"params": {"need": []}}, {"tags": ["default"], "weights": {"w": 1.0}, "need": []}),
+    Case("nested-container-given", ContainerDefaults, "nested",
+         {"params": {"tags": ["t"], "weights": {"a": 2.0}, "need": [1]}},
+         {"tags": ["t"], "weights": {"a": 2.0}, "need": [1]}),
     # a required list sent empty stays empty
     Case("required-list-empty", ContainerDefaults, "count", {"items": []}, 0),
     Case("required-list", ContainerDefaults, "count", {"items": [4, 5]}, 2),
