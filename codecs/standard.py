@@ -745,14 +745,20 @@ class ModelCodec(Codec):
         return ProtoType.message(builder.message(model, model.__name__, fill, doc=doc))
 
     def from_proto(self, raw: Any) -> Any:
+        from ..context import current_context
+
+        # A server decoding a request (inside Context.active()) reads an empty repeated/map
+        # field with a default as not sent; an answer read by a client keeps it empty.
+        inputs = current_context() is not None
         out: dict[str, Any] = {}
         for f in self.fields:
             try:
                 value = f.codec.read_field(raw, f.name)
             except FieldError as exc:
                 raise exc.under(f.key) from None
-            if value is not MISSING and not (f.empty_is_missing and not value):
-                out[f.key] = value
+            if value is MISSING or (inputs and f.empty_is_missing and not value):
+                continue
+            out[f.key] = value
         return out
 
     def fill_proto(self, value: Any, msg: Any) -> None:
