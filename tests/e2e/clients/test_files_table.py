@@ -7,7 +7,6 @@ where `output_types` asks for them.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import pathlib
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import tensorwire
+from tests.support.client_calls import call_client
 from tests.support.servers import url_of
 
 images = pytest.importorskip("examples.images", reason="the file/image codecs are not here")
@@ -83,15 +83,7 @@ CALLS = [
 
 
 def call(url: str, kind: str, api: str, args: tuple, kwargs: dict, **options: Any) -> Any:
-    if kind == "sync":
-        with tensorwire.SyncClient(url, **options) as client:
-            return norm(getattr(client, api)(*args, **kwargs))
-
-    async def main() -> Any:
-        async with tensorwire.AsyncClient(url, **options) as client:
-            return norm(await getattr(client, api)(*args, **kwargs))
-
-    return asyncio.run(main())
+    return call_client(url, kind, api, args, kwargs, norm, **options)
 
 
 @pytest.mark.parametrize("client_kind", ["sync", "async"])

@@ -7,13 +7,13 @@ Python result over HTTP (JSON in, `.npy` out) and gRPC (`tensorwire.v1.Tensor` /
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tensorwire
+from tests.support.client_calls import call_client
 from tests.support.servers import url_of
 
 iris = pytest.importorskip("examples.iris", reason="the tensor codecs are not here")
@@ -65,15 +65,7 @@ CALLS = [
 
 
 def call(url: str, kind: str, api: str, args: tuple, kwargs: dict) -> Any:
-    if kind == "sync":
-        with tensorwire.SyncClient(url) as client:
-            return norm(getattr(client, api)(*args, **kwargs))
-
-    async def main() -> Any:
-        async with tensorwire.AsyncClient(url) as client:
-            return norm(await getattr(client, api)(*args, **kwargs))
-
-    return asyncio.run(main())
+    return call_client(url, kind, api, args, kwargs, norm)
 
 
 @pytest.mark.parametrize("client_kind", ["sync", "async"])

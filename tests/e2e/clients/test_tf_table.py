@@ -7,13 +7,13 @@ framework, so tf.Tensor outputs come back as numpy; tf.Tensor inputs are accepte
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tensorwire
+from tests.support.client_calls import call_client
 from tests.support.servers import url_of
 
 tf = pytest.importorskip("tensorflow")
@@ -48,15 +48,7 @@ CALLS = [
 
 
 def call(url: str, kind: str, api: str, args: tuple, kwargs: dict) -> Any:
-    if kind == "sync":
-        with tensorwire.SyncClient(url) as client:
-            return norm(getattr(client, api)(*args, **kwargs))
-
-    async def main() -> Any:
-        async with tensorwire.AsyncClient(url) as client:
-            return norm(await getattr(client, api)(*args, **kwargs))
-
-    return asyncio.run(main())
+    return call_client(url, kind, api, args, kwargs, norm)
 
 
 @pytest.mark.parametrize("client_kind", ["sync", "async"])
