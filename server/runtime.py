@@ -186,30 +186,42 @@ class ServiceRuntime:
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
         on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
-        if api.is_async:
-            agen = method(*args, **kw)
-            try:
-                while (chunk := await self._within(limit, anext(agen, _DONE), ctx)
-                       ) is not _DONE:
-                    yield await self.to_host(api, chunk) if on_device else chunk
-            finally:
-                ctx.cancel()
-                with contextlib.suppress(Exception):
-                    await agen.aclose()
-            return
+        # One time-limit entry for the whole stream, armed only while a chunk is made.
+        watch = self._deadlines.watch(limit) if limit is not None else None
         loop = asyncio.get_running_loop()
         gen = method(*args, **kw)
         try:
             while True:
-                chunk = await self._within(
-                    limit, loop.run_in_executor(self.executor, next, gen, _DONE), ctx)
+                if api.is_async:
+                    produce = anext(gen, _DONE)
+                else:
+                    produce = loop.run_in_executor(self.executor, next, gen, _DONE)
+                if watch is None:
+                    chunk = await produce
+                else:
+                    watch.arm()
+                    try:
+                        chunk = await produce
+                    except asyncio.CancelledError:
+                        try:
+                            watch.check()
+                        except Expired:
+                            raise self._timed_out(limit, ctx) from None  # type: ignore[arg-type]
+                        raise
+                    finally:
+                        watch.disarm()
                 if chunk is _DONE:
                     break
                 yield await self.to_host(api, chunk) if on_device else chunk
         finally:
+            if watch is not None:
+                watch.close()
             ctx.cancel()
             with contextlib.suppress(Exception):
-                await loop.run_in_executor(self.executor, gen.close)
+                if api.is_async:
+                    await gen.aclose()
+                else:
+                    await loop.run_in_executor(self.executor, gen.close)
 
     async def _within(self, limit: float | None, awaitable, ctx: Context) -> Any:
         """Await `awaitable` within `limit` seconds, else DeadlineExceeded."""

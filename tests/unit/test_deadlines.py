@@ -103,3 +103,52 @@ async def test_a_shorter_limit_arriving_later_still_fires_on_time() -> None:
         await deadlines.run(0.03, asyncio.sleep(10))
     assert loop.time() - start < 0.25  # not held to the 30 s limit's 50 ms tick
     await background
+
+
+async def _chunk(watch, seconds: float) -> str:
+    """One chunk made under the watch, as ServiceRuntime.stream makes it."""
+    watch.arm()
+    try:
+        await asyncio.sleep(seconds)
+        return "chunk"
+    except asyncio.CancelledError:
+        watch.check()
+        raise
+    finally:
+        watch.disarm()
+
+
+async def test_a_stream_watch_limits_each_chunk_not_the_gaps_between_them() -> None:
+    deadlines = Deadlines()
+    watch = deadlines.watch(0.1)
+    try:
+        assert deadlines.pending == 1  # one entry for the whole stream
+        for _ in range(3):
+            assert await _chunk(watch, 0.02) == "chunk"
+            await asyncio.sleep(0.15)  # the consumer writing: longer than the limit
+        with pytest.raises(Expired):
+            await _chunk(watch, 5.0)
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+        assert await _chunk(watch, 0.01) == "chunk"  # re-armed cleanly afterwards
+    finally:
+        watch.close()
+    assert deadlines.pending == 0
+
+
+async def test_a_cancel_from_elsewhere_during_a_chunk_stays_a_cancel() -> None:
+    deadlines = Deadlines()
+
+    async def stream() -> None:
+        watch = deadlines.watch(5.0)
+        try:
+            while True:
+                await _chunk(watch, 0.01)
+        finally:
+            watch.close()
+
+    task = asyncio.create_task(stream())
+    await asyncio.sleep(0.05)
+    task.cancel()  # the client hung up
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert deadlines.pending == 0
