@@ -294,12 +294,7 @@ def test_invalid_dict_output_is_a_server_error_on_both_protocols(servers):
             caller.call("one", {"a": -1})
         assert info.value.code() == grpc.StatusCode.INTERNAL
         assert BAD not in info.value.details() and "Traceback" not in info.value.details()
-        got = []
-        with pytest.raises(grpc.RpcError) as info:
-            got.extend(caller.stream("many", {"a": -1}))
-        assert got == [{"a": 1, "b": "x"}]
-        assert info.value.code() == grpc.StatusCode.INTERNAL
-        assert BAD not in info.value.details()
+        assert chunks_before_internal(caller, "many", {"a": -1}) == [{"a": 1, "b": "x"}]
     finally:
         caller.close()
 
@@ -345,6 +340,17 @@ def test_dicts_inside_container_outputs_get_defaults_on_both_protocols(
         caller.close()
 
 
+def chunks_before_internal(caller: GrpcCaller, api: str, values: dict) -> list:
+    """The chunks a gRPC stream delivered before it failed with INTERNAL (the bad value
+    kept off the wire)."""
+    got: list = []
+    with pytest.raises(grpc.RpcError) as info:
+        got.extend(caller.stream(api, values))
+    assert info.value.code() == grpc.StatusCode.INTERNAL
+    assert BAD not in info.value.details()
+    return got
+
+
 def assert_server_error_on_both(server, api: str, values: dict) -> None:
     """500 over HTTP and INTERNAL over gRPC, with neither the bad value nor a traceback
     on the wire."""
@@ -381,12 +387,8 @@ def test_streamed_lists_of_dicts_are_validated_chunk_by_chunk(servers):
     caller = GrpcCaller(server.spec, server.grpc_target)
     try:
         assert [to_jsonable_python(c) for c in caller.stream("chunks", {"a": 3})] == good
-        got = []
-        with pytest.raises(grpc.RpcError) as info:
-            got.extend(caller.stream("chunks", {"a": -1}))
+        got = chunks_before_internal(caller, "chunks", {"a": -1})
         assert [to_jsonable_python(c) for c in got] == [[{"a": 1, "b": "x"}]]
-        assert info.value.code() == grpc.StatusCode.INTERNAL
-        assert BAD not in info.value.details()
     finally:
         caller.close()
 
@@ -449,11 +451,6 @@ def test_a_streamed_chunk_of_the_wrong_type_is_a_server_error_on_both_protocols(
     assert BAD not in reply.text and "Traceback" not in reply.text
     caller = GrpcCaller(server.spec, server.grpc_target)
     try:
-        got = []
-        with pytest.raises(grpc.RpcError) as info:
-            got.extend(caller.stream("counts", {"a": -1}))
-        assert got == [1]
-        assert info.value.code() == grpc.StatusCode.INTERNAL
-        assert BAD not in info.value.details()
+        assert chunks_before_internal(caller, "counts", {"a": -1}) == [1]
     finally:
         caller.close()
