@@ -69,8 +69,16 @@ class Holder:
         raise RuntimeError("user code failed")
 
 
+def _listing(folder: Path) -> list[Path]:
+    """A folder's entries, or none when the server removed it while we looked."""
+    try:
+        return list(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def leftovers(root: Path) -> list[Path]:
-    return [p for base in root.iterdir() for p in base.iterdir()] if root.exists() else []
+    return [p for base in _listing(root) for p in _listing(base)]
 
 
 def wait_for(predicate: t.Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -83,8 +91,7 @@ def wait_for(predicate: t.Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 def scratch_files(root: Path) -> list[Path]:
-    return [p for d in leftovers(root) for p in (d.iterdir() if d.is_dir() else [])
-            if p.name == "scratch.bin"]
+    return [p for d in leftovers(root) for p in _listing(d) if p.name == "scratch.bin"]
 
 
 def hang_up_mid_upload(port: int, route: str, root: Path) -> None:
