@@ -95,7 +95,7 @@ def main() -> int:
     server_core, load_core = cores()
     http_port, grpc_port = free_port(), free_port()
     server = subprocess.Popen(
-        [*pin(server_core), PY, "-m", "tensorwire.cli", "serve",
+        [*pin(server_core), PY, "-m", "tensorwire", "serve",
          "bench.batching_service:BatchModel", "--http-port", str(http_port),
          "--grpc-port", str(grpc_port), "--log-level", "warning"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -27,7 +27,7 @@ import orjson
 
 import tensorwire
 from examples.quickstart import Quickstart
-from tensorwire.protogen import service_proto
+from tensorwire.protobuf.descriptors import service_proto
 from tests.support.servers import serving
 
 INPUT = {"text": "tensorwire serves one typed contract over gRPC and HTTP", "max_words": 4}

@@ -55,7 +55,7 @@ async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
     import tensorwire
     from bench.services import Bench
     from tensorwire.http.endpoint import HttpEndpoint
-    from tensorwire.runtime import ServiceRuntime
+    from tensorwire.runtime.service import ServiceRuntime
     from tensorwire.settings import Settings
 
     spec = tensorwire.get_service_spec(Bench)

@@ -51,7 +51,7 @@ METRICS = ("rps", "p50_ms", "p99_ms", "server_us_per_req", "server_cpu", "foreig
 
 def tensorwire_cmd() -> list[str]:
     exe = Path(PY).with_name("tensorwire")
-    return [str(exe)] if exe.exists() else [PY, "-m", "tensorwire.cli"]
+    return [str(exe)] if exe.exists() else [PY, "-m", "tensorwire"]
 
 
 def servers(pin: Pinning, protocol: str) -> dict[str, tuple[Proc, str]]:

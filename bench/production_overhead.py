@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 def micro(n: int = 200_000) -> dict[str, float]:
     import logging
 
-    from tensorwire import logs
-    from tensorwire.admission import Admission
+    from tensorwire.runtime.admission import Admission
     from tensorwire.settings import Settings
+    from tensorwire.telemetry import logs
 
     null = open(os.devnull, "w")  # noqa: SIM115 - lives for the benchmark
     out = {}
@@ -134,7 +134,7 @@ async def load(port: int, seconds: float, concurrency: int = 32) -> float:
 
 
 def macro(seconds: float, rounds: int) -> dict[str, list[float]]:
-    tw = [sys.executable, "-m", "tensorwire.cli", "serve", "examples.quickstart:Quickstart",
+    tw = [sys.executable, "-m", "tensorwire", "serve", "examples.quickstart:Quickstart",
           "--no-grpc"]
     cases = {
         "bare aiohttp": lambda p: [sys.executable, "-c", BARE, str(p)],

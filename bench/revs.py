@@ -57,7 +57,7 @@ def server(name: str, pin: Pinning, rev: str, protocol: str) -> tuple[Proc, str]
     port = free_port()
     flags = (["--http-port", str(port), "--no-grpc"] if protocol == "http"
              else ["--grpc-port", str(port), "--no-http"])
-    proc = Proc(name, [*pin.prefix("server"), PY, "-m", "tensorwire.cli", "serve",
+    proc = Proc(name, [*pin.prefix("server"), PY, "-m", "tensorwire", "serve",
                        "bench.services:Bench", *flags], env=env)
     addr = f"http://127.0.0.1:{port}" if protocol == "http" else f"127.0.0.1:{port}"
     return proc, addr

@@ -55,7 +55,7 @@ class TensorEcho:
 
 
 async def serve_tensorwire() -> None:
-    from tensorwire.serve import Server
+    from tensorwire.ops.serve import Server
     from tensorwire.settings import Settings
 
     settings = Settings(http_port=0, grpc_port=0, max_request_size=LIMIT,
@@ -125,7 +125,7 @@ class Clients:
         import aiohttp
         import grpc
 
-        from tensorwire.protogen import service_proto
+        from tensorwire.protobuf.descriptors import service_proto
 
         self.messages = service_proto(tensorwire.get_service_spec(TensorEcho)).messages[
             "echo"]
@@ -145,14 +145,14 @@ class Clients:
         await self.bare_channel.close()
 
     async def tensorwire_grpc(self, x: np.ndarray) -> np.ndarray:
-        m = self.messages  # the client side of the same contract: tensorwire.protogen
+        m = self.messages  # the client side of the same contract: tensorwire.protobuf
         return m.parse_response(await self.tw_echo(m.request_bytes({"x": x})))
 
     async def bare_grpc(self, x: np.ndarray) -> np.ndarray:
         return np.frombuffer(await self.bare_echo(x.tobytes()), np.float32)
 
     async def tensorwire_npy(self, x: np.ndarray) -> np.ndarray:
-        from tensorwire.codecs import npy
+        from tensorwire.wire import npy
 
         headers = {"Content-Type": npy.NPY, "Accept": npy.NPY}
         async with self.session.post(self.tw_http, data=npy.write(x), headers=headers) as r:

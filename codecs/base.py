@@ -212,7 +212,7 @@ class Codec:
         """`fill_proto`, except that the `raw_bytes_field` is returned, not set.
 
         The caller appends the returned buffer to the serialised message itself (see
-        `tensorwire.protowire`); None means there is nothing to append.
+        `tensorwire.protobuf.framing`); None means there is nothing to append.
         """
         self.fill_proto(value, msg)
         return None

@@ -19,10 +19,11 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
-from . import dtypes, prototensor
+from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
+from ..wire import dtypes
+from ..wire import tensors as prototensor
 from .base import Codec, FieldError, ProtoBuilder, ProtoType
 from .registry import CodecMarker
-from .validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 
 _FORMAT = "pandas-dataframe"
 

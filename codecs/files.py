@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Annotated, Any, BinaryIO
 
+from ..validators import ContentType
 from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
 from .media import (
     OCTET_STREAM,
@@ -35,7 +36,6 @@ from .media import (
     spellings,
 )
 from .registry import CodecMarker, take_content_type
-from .validators import ContentType
 
 CHUNK = 256 * 1024
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import dtypes
-from .dtypes import DTypeSpec
+from ..wire import dtypes
+from ..wire.dtypes import DTypeSpec
 
 
 def _module_of(value: Any) -> str:

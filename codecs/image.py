@@ -23,11 +23,11 @@ import os
 import warnings
 from typing import Annotated, Any
 
+from ..validators import ContentType
 from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
 from .files import accepts, check_media, unsupported_to_field_error
 from .media import SNIFF_BYTES, canonical, content_disposition, resolve_media_type, sniff
 from .registry import CodecMarker, take_content_type
-from .validators import ContentType
 
 ENV_MAX_PIXELS = "TENSORWIRE_MAX_IMAGE_PIXELS"
 DEFAULT_OUTPUT_FORMAT = "PNG"

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
+from ..wire import dtypes
+from ..wire.dtypes import DTypeSpec
 from .base import FieldError
-from .dtypes import DTypeSpec
 
 _NONFINITE = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
               "-Infinity": -math.inf, "-inf": -math.inf}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 from .base import Codec
 from .standard import (
     BytesCodec,
@@ -36,7 +37,6 @@ from .standard import (
     enum_codec,
     literal_codec,
 )
-from .validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 
 
 class CodecMarker:

@@ -15,6 +15,16 @@ from typing import Any, ClassVar
 
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
+from ..wire.wellknown import (
+    datetime_to_timestamp,
+    duration_to_timedelta,
+    python_to_struct,
+    python_to_value,
+    struct_to_python,
+    timedelta_to_duration,
+    timestamp_to_datetime,
+    value_to_python,
+)
 from .base import (
     BOOL,
     BYTES,
@@ -32,16 +42,6 @@ from .base import (
     ProtoType,
     UnsupportedBody,
     is_json_media,
-)
-from .wellknown import (
-    datetime_to_timestamp,
-    duration_to_timedelta,
-    python_to_struct,
-    python_to_value,
-    struct_to_python,
-    timedelta_to_duration,
-    timestamp_to_datetime,
-    value_to_python,
 )
 
 # ---------------------------------------------------------------------- scalars
@@ -702,7 +702,7 @@ class ModelCodec(Codec):
 
     @functools.cached_property
     def fields(self) -> list[ModelField]:
-        from .validators import FieldNumber
+        from ..validators import FieldNumber
 
         out = []
         for name, info in self.python_type.model_fields.items():

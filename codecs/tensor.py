@@ -23,7 +23,11 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
 
-from . import dtypes, jsonarray, npy, prototensor
+from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
+from ..wire import dtypes, npy
+from ..wire import tensors as prototensor
+from ..wire.dtypes import DTypeSpec
+from . import jsonarray
 from .base import (
     MISSING,
     FieldError,
@@ -36,10 +40,8 @@ from .base import (
     is_json_media,
 )
 from .base import Codec as _Codec
-from .dtypes import DTypeSpec
 from .frameworks import NUMPY, TENSORFLOW, TORCH, Framework, framework_of
 from .registry import CodecMarker
-from .validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 
 _ACCEPTED_BODIES = "application/json or application/x-npy"
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, validators
 from .context import Context
-from .iodescriptor import IODescriptor
-from .sdk import ServiceSpec, api, get_service_spec, service
+from .contract.iodescriptor import IODescriptor
+from .contract.sdk import ServiceSpec, api, get_service_spec, service
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,7 @@
 
 Each field carries its own documentation (`help`), so the CLI flags, the
 `TENSORWIRE_*` environment variables, the TOML config keys and the README's settings
-table are all derived from this one list (see `tensorwire.config`). Precedence, lowest
+table are all derived from this one list (see `tensorwire.ops.sources`). Precedence, lowest
 first: defaults < config file < environment < flags.
 """
 

@@ -16,13 +16,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ..admission import Ticket
 from ..context import Context, Headers, RequestInfo
 from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
-from ..protogen import APIMessages, ServiceProto, service_proto
-from ..runtime import ServiceRuntime
+from ..protobuf.descriptors import APIMessages, ServiceProto, service_proto
+from ..runtime.admission import Ticket
+from ..runtime.service import ServiceRuntime
 from ..settings import Settings
-from .status import to_status
+from ..wire.status import to_status
 
 log = logging.getLogger("tensorwire.grpc")
 
@@ -190,8 +190,8 @@ class GrpcServer:
         ]
         interceptors = []
         if self.settings.auth_token:
-            from ..auth import GRPC_HEALTH_SERVICE, BearerAuth
-            from .auth import BearerInterceptor
+            from ..security.bearer import GRPC_HEALTH_SERVICE, BearerAuth
+            from ..security.grpc import BearerInterceptor
 
             open_services = [GRPC_HEALTH_SERVICE] if self.settings.auth_open_health else []
             interceptors.append(BearerInterceptor(BearerAuth(self.settings.auth_token),
@@ -206,7 +206,7 @@ class GrpcServer:
         self.port: int | None = None
 
     def bind(self, host: str, port: int) -> int:
-        from ..tls import grpc_credentials
+        from ..security.tls import grpc_credentials
 
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         credentials = grpc_credentials(self.settings)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from ..runtime import ServiceRuntime
-from ..schema import openapi, schema_json
+from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from .docs import docs_asset, docs_page
 from .endpoint import HttpEndpoint
 from .responses import json_errors, unmatched
+from .schema import openapi, schema_json
 
 RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
 
@@ -27,8 +27,8 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     # responses.json_errors, which gives router errors their JSON body without one).
     middlewares = []
     if settings.auth_token:
-        from ..auth import BearerAuth
-        from .security import auth_middleware, open_paths
+        from ..security.bearer import BearerAuth
+        from ..security.http import auth_middleware, open_paths
 
         middlewares.append(auth_middleware(
             BearerAuth(settings.auth_token),
@@ -36,7 +36,7 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     app = web.Application(client_max_size=settings.max_request_size,
                           middlewares=middlewares)
     if settings.cors_origins:
-        from .security import Cors
+        from ..security.http import Cors
 
         Cors(settings.cors_origins).install(app)
     app[RUNTIME_KEY] = runtime
@@ -71,7 +71,7 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     app.router.add_get("/readyz", json_errors(readyz))
     app.router.add_get("/healthz", json_errors(readyz))
     if settings.metrics:
-        from .. import metrics
+        from ..telemetry import metrics
 
         async def get_metrics(_: web.Request) -> web.Response:
             body, content_type = metrics.render()

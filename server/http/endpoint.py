@@ -17,6 +17,7 @@ from aiohttp import web
 from ..codecs import FieldError, HttpBody, UnsupportedBody
 from ..codecs.base import _LENIENT_JSON, is_json_media
 from ..context import Context, Headers, RequestInfo
+from ..contract.descriptor import APISpec, invalid_argument
 from ..errors import (
     Cancelled,
     InternalError,
@@ -26,9 +27,8 @@ from ..errors import (
     UnsupportedMediaType,
     error_kind,
 )
-from ..runtime import ServiceRuntime
+from ..runtime.service import ServiceRuntime
 from ..settings import Settings
-from ..spec import APISpec, invalid_argument
 from .parts import BodyPart, MultipartPart, media_type_of
 from .responses import error_response, from_http_exception
 

@@ -21,7 +21,7 @@ from tests.support.servers import ROOT, spawn_cli
 
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tensorwire.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tensorwire", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=60)
 
 

@@ -58,7 +58,7 @@ def node_modules(request: pytest.FixtureRequest) -> Path:
 @pytest.mark.slow
 def test_node_grpc_client_calls_the_server(servers, node_modules: Path, tmp_path: Path):
     server = servers[Quickstart]
-    proto = subprocess.run([sys.executable, "-m", "tensorwire.cli", "proto",
+    proto = subprocess.run([sys.executable, "-m", "tensorwire", "proto",
                             "examples.quickstart:Quickstart"], capture_output=True, text=True,
                            check=True, cwd=ROOT).stdout
     (tmp_path / "quickstart").mkdir()

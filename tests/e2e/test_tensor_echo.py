@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorwire
-from tensorwire.codecs import dtypes
 from tensorwire.validators import DType
+from tensorwire.wire import dtypes
 from tests.support.servers import serving
 from tests.support.tensor_wire import Sender
 from tests.unit.test_tensor_properties import same_bits, tensors

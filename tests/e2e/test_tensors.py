@@ -214,7 +214,7 @@ def test_the_iris_example_serves_from_the_cli() -> None:
     import io
     import urllib.request
 
-    from tensorwire.codecs import npy
+    from tensorwire.wire import npy
     from tests.support.servers import spawn_cli
 
     server = spawn_cli("examples.iris:Iris")

@@ -8,7 +8,7 @@ import urllib.error
 import grpc
 import pytest
 
-from tensorwire.probe import grpc_ready, http_ready
+from tensorwire.ops.probe import grpc_ready, http_ready
 from tensorwire.settings import Settings
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, request

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import tensorwire
-from tensorwire.protogen import ServiceProto
+from tensorwire.protobuf.descriptors import ServiceProto
 from tests.support.grpc_calls import GrpcCaller, error_locs
 from tests.support.http_calls import post
 from tests.support.servers import serving

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 import tensorwire
-from tensorwire.metrics import FLUSH_INTERVAL
+from tensorwire.telemetry.metrics import FLUSH_INTERVAL
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, sample, scrape, wait_for
 from tests.support.ops_service import Ops

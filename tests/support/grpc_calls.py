@@ -8,8 +8,8 @@ import grpc
 from google.rpc import status_pb2
 from grpc_status import rpc_status
 
-from tensorwire.grpc.status import violations_from_status
-from tensorwire.protogen import service_proto
+from tensorwire.protobuf.descriptors import service_proto
+from tensorwire.wire.status import violations_from_status
 
 
 class GrpcCaller:

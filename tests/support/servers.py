@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import tensorwire
-from tensorwire.serve import Server
+from tensorwire.ops.serve import Server
 from tensorwire.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
     (a chatty server, e.g. with access logs, would otherwise block on a full pipe).
     """
     http_port, grpc_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "tensorwire.cli", "serve", target,
+    cmd = [sys.executable, "-m", "tensorwire", "serve", target,
            "--http-port", str(http_port), "--grpc-port", str(grpc_port), *extra]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

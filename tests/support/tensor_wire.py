@@ -24,7 +24,7 @@ from tensorwire import v1
 from tensorwire.codecs.dataframe import DataFrameCodec
 from tensorwire.codecs.standard import ModelCodec, OptionalCodec
 from tensorwire.codecs.tensor import TensorCodec
-from tensorwire.protogen import service_proto
+from tensorwire.protobuf.descriptors import service_proto
 
 from .grpc_calls import GrpcCaller, error_locs
 
@@ -105,7 +105,7 @@ def fill_raw(codec: t.Any, msg: t.Any, name: str, value: t.Any) -> None:
             target.dtype = 99
             target.shape.extend(value.shape)
             return
-        from tensorwire.codecs import prototensor
+        from tensorwire.wire import tensors as prototensor
 
         prototensor.fill(value, target)
     elif isinstance(value, dict) and isinstance(codec, ModelCodec):
@@ -117,7 +117,7 @@ def fill_raw(codec: t.Any, msg: t.Any, name: str, value: t.Any) -> None:
     elif isinstance(value, dict) and isinstance(codec, DataFrameCodec):
         frame = getattr(msg, name)  # columns as given: ragged or missing ones included
         frame.SetInParent()
-        from tensorwire.codecs import prototensor
+        from tensorwire.wire import tensors as prototensor
 
         for column, values in value.items():
             frame.columns.append(column)

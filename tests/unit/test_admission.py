@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from tensorwire import metrics
-from tensorwire.admission import Admission
 from tensorwire.context import Headers, RequestInfo
 from tensorwire.errors import Overloaded, ServiceUnavailable
+from tensorwire.runtime.admission import Admission
 from tensorwire.settings import Settings
+from tensorwire.telemetry import metrics
 
 
 def req(request_id: str) -> RequestInfo:

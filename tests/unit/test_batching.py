@@ -8,8 +8,8 @@ import typing as t
 import pytest
 
 import tensorwire
-from tensorwire.batching import Batcher, LatencyModel
 from tensorwire.errors import InternalError, InvalidArgument, Overloaded
+from tensorwire.runtime.batching import Batcher, LatencyModel
 
 
 @tensorwire.service

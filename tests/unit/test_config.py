@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tensorwire.cli import _parser, settings_from_args
-from tensorwire.config import (
+from tensorwire.ops.cli import _parser, settings_from_args
+from tensorwire.ops.sources import (
     ConfigError,
     load_settings,
     options,
@@ -136,4 +136,4 @@ def test_the_token_stays_out_of_repr():
 def test_readme_table_lists_every_setting():
     readme = (ROOT / "README.md").read_text()
     assert settings_table() in readme, "README settings table is stale: paste " \
-        "`python -m tensorwire.config` into it"
+        "`python -m tensorwire.ops.sources` into it"

@@ -139,7 +139,7 @@ def test_proto_carries_a_non_default_index() -> None:
 
 def column(values: np.ndarray) -> t.Any:
     msg = v1.Tensor()
-    from tensorwire.codecs import prototensor
+    from tensorwire.wire import tensors as prototensor
 
     prototensor.fill(values, msg)
     return msg

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tensorwire.deadlines import Deadlines, Expired
+from tensorwire.runtime.deadlines import Deadlines, Expired
 
 
 async def test_work_past_its_limit_is_cancelled_and_reported_expired() -> None:

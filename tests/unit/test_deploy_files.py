@@ -37,7 +37,7 @@ def test_dockerfile_shape(stages):
     assert len(stages) == 2 and build.name == "build"
     assert build.base == final.base == "python:3.11-slim"
     assert final.exec_form("ENTRYPOINT") == ["tensorwire", "serve", "--host", "0.0.0.0"]
-    assert final.exec_form("HEALTHCHECK") == ["python", "-m", "tensorwire.probe"]
+    assert final.exec_form("HEALTHCHECK") == ["python", "-m", "tensorwire.ops.probe"]
     assert final.one("EXPOSE").split() == ["3000", "50051"]
     user = final.one("USER").split(":")[0]
     assert user.isdigit() and int(user) != 0

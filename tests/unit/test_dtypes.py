@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tensorwire import v1
-from tensorwire.codecs import dtypes
+from tensorwire.wire import dtypes
 
 
 def test_table_covers_every_proto_dtype_once() -> None:
@@ -86,7 +86,7 @@ def test_tensorflow_names_map_both_ways() -> None:
 def test_dtype_facts_are_memoised_within_a_bound() -> None:
     import numpy as np
 
-    from tensorwire.codecs import dtypes
+    from tensorwire.wire import dtypes
 
     assert dtypes.numpy_facts(np.dtype("<f4")) == (dtypes.BY_NAME["float32"], "float32")
     assert dtypes.numpy_facts(np.dtype(">i8"))[0] is dtypes.BY_NAME["int64"]

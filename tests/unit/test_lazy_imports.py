@@ -38,8 +38,8 @@ def test_a_numpy_service_served_over_both_protocols_loads_no_other_framework() -
         import numpy as np
         import tensorwire
         from tensorwire.validators import DType, Shape
-        from tensorwire.protogen import service_proto
-        from tensorwire.schema import openapi
+        from tensorwire.protobuf.descriptors import service_proto
+        from tensorwire.http.schema import openapi
 
         class Item(tensorwire.IODescriptor):
             v: t.Annotated[np.ndarray, DType("float16")]

@@ -7,10 +7,10 @@ import asyncio
 from prometheus_client import Histogram
 from prometheus_client.utils import floatToGoString
 
-from tensorwire import metrics
-from tensorwire.admission import Admission
 from tensorwire.context import Headers, RequestInfo
+from tensorwire.runtime.admission import Admission
 from tensorwire.settings import Settings
+from tensorwire.telemetry import metrics
 
 
 def sample(name: str, **labels: str) -> float:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 import tensorwire
 from examples.models import ReviewAnalyzer
-from tensorwire.protogen import ServiceProto
+from tensorwire.protobuf.descriptors import ServiceProto
 from tensorwire.validators import FieldNumber
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -167,7 +167,7 @@ def test_proto_text_is_deterministic_and_matches_the_golden_file():
 
 
 def test_cli_proto_output_compiles_with_protoc(tmp_path: Path):
-    out = subprocess.run([sys.executable, "-m", "tensorwire.cli", "proto",
+    out = subprocess.run([sys.executable, "-m", "tensorwire", "proto",
                           "examples.models:ReviewAnalyzer"], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
     pkg = tmp_path / "review_analyzer"

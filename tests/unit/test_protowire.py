@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tensorwire
-from tensorwire import protowire
 from tensorwire.errors import InvalidArgument
-from tensorwire.protogen import Parsed, service_proto
+from tensorwire.protobuf import framing as protowire
+from tensorwire.protobuf.descriptors import Parsed, service_proto
 from tensorwire.validators import DType
 
 

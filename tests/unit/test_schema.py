@@ -6,7 +6,7 @@ from examples.constrained import TextGenerator
 from examples.llm_stream import LanguageModel
 from examples.models import ReviewAnalyzer
 from tensorwire import get_service_spec
-from tensorwire.schema import openapi, schema_json
+from tensorwire.http.schema import openapi, schema_json
 
 
 def test_openapi_carries_descriptions_examples_defaults_and_constraints():

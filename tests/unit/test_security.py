@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tensorwire.auth import BearerAuth
-from tensorwire.logs import JsonFormatter
+from tensorwire.security.bearer import BearerAuth
+from tensorwire.telemetry.logs import JsonFormatter
 
 ROOT = Path(__file__).resolve().parents[2]
 

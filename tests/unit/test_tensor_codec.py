@@ -13,9 +13,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import tensorwire
 from tensorwire import v1
-from tensorwire.codecs import FieldError, codec_for, npy, pydantic_annotation
+from tensorwire.codecs import FieldError, codec_for, pydantic_annotation
 from tensorwire.codecs.tensor import TensorCodec
 from tensorwire.validators import ContentType, DataframeSchema, DType, Shape
+from tensorwire.wire import npy
 
 Rows = t.Annotated[np.ndarray, Shape((-1, 4)), DType("float32")]
 

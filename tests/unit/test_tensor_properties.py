@@ -17,9 +17,10 @@ from hypothesis.extra import numpy as hnp
 from pydantic import TypeAdapter
 
 from tensorwire import v1
-from tensorwire.codecs import codec_for, dtypes, npy
+from tensorwire.codecs import codec_for
 from tensorwire.codecs.frameworks import TENSORFLOW, TORCH, Framework
 from tensorwire.validators import DType, Shape
+from tensorwire.wire import dtypes, npy
 
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}
 

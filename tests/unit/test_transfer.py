@@ -138,7 +138,7 @@ async def test_runtime_moves_a_response_in_one_transfer_off_the_event_loop(
 
     import tensorwire
     from tensorwire.codecs.frameworks import TorchFramework
-    from tensorwire.runtime import ServiceRuntime
+    from tensorwire.runtime.service import ServiceRuntime
 
     @tensorwire.service
     class Model:

@@ -7,8 +7,7 @@ import socket
 
 import pytest
 
-from tensorwire.settings import Settings
-from tensorwire.workers import (
+from tensorwire.ops.supervisor import (
     BACKOFF_MAX,
     EXIT_STARTUP,
     MAX_STARTUP_FAILURES,
@@ -17,6 +16,7 @@ from tensorwire.workers import (
     describe_exit,
     reserve_port,
 )
+from tensorwire.settings import Settings
 
 
 class DeadProc:

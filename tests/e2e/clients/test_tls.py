@@ -39,7 +39,7 @@ async def _tls_servers(key: Path, cert: Path):
 
     from tensorwire.grpc import GrpcServer
     from tensorwire.http import create_app
-    from tensorwire.runtime import ServiceRuntime
+    from tensorwire.runtime.service import ServiceRuntime
     from tensorwire.settings import Settings
 
     runtime = ServiceRuntime(tensorwire.get_service_spec(Quickstart), Settings())

@@ -18,7 +18,7 @@ from tensorwire.client.files import ClientFiles
 from tensorwire.client.grpc_transport import Output, encode_request, grpc_api
 from tensorwire.client.protokinds import field_kind
 from tensorwire.errors import InvalidArgument
-from tensorwire.protogen import service_proto
+from tensorwire.protobuf.descriptors import service_proto
 
 UTC = dt.UTC
 

@@ -1,0 +1,381 @@
+"""The gRPC transport (grpc.aio): one channel per client, APIs from server reflection.
+
+Discovery uses grpcio-reflection's `ProtoReflectionDescriptorDatabase` behind a fresh
+`DescriptorPool`, so the request/response classes are built from exactly what the
+server describes (no generated code, no .proto on the client). Each rpc becomes an API
+named like the server's method (`Summarize` -> `summarize`); a request is filled
+field by field by the input kinds, a response read back into Python by the output kind
+(a `result` field is the output itself; other responses are the output model's fields).
+A root-input API is told by its rpc's `option (tensorwire.v1.root_input) = true;`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pool, message_factory
+
+from .. import v1 as tw_types
+from ..errors import (
+    ERROR_KIND_HEADER,
+    ClientError,
+    ClientTimeout,
+    NotFound,
+    ServerUnreachable,
+    TensorwireError,
+    error_from_grpc,
+)
+from .api import RemoteAPI, RemoteField
+from .files import ClientFiles
+from .options import CallOptions, with_retries
+from .protokinds import Model, Violations, field_kind
+from .target import Target
+
+#: Services every tensorwire server offers beside the user's own.
+INFRA_SERVICES = frozenset({
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.reflection.v1.ServerReflection",
+})
+_MAX_MESSAGE = -1  # the server enforces its own limit (RESOURCE_EXHAUSTED past it)
+ROOT_INPUT_OPTION = tw_types.ROOT_INPUT.name  # "root_input", in tensorwire/v1/types.proto
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return re.sub(r"[^0-9a-zA-Z]+", "_", s).strip("_").lower()
+
+
+class Output:
+    """How a response message maps to the API's output value."""
+
+    def __init__(self, desc: Any) -> None:
+        self.model = Model(desc)
+        names = [f.name for f in desc.fields]
+        self.result = self.model.fields[0][1] if names == ["result"] else None
+        self.summary = self.result.summary() if self.result else self.model.summary()
+
+    def decode(self, msg: Any, files: ClientFiles) -> Any:
+        if self.result is not None:
+            return self.result.read(msg, "result", files)
+        return self.model.decode(msg, files)
+
+
+def marks_root_inputs(service: Any) -> bool:
+    """Whether the service's contract can mark root inputs: its file imports a
+    tensorwire/v1/types.proto that declares the `root_input` method option."""
+    return any(dep.name == tw_types.PROTO_NAME and ROOT_INPUT_OPTION in dep.extensions_by_name
+               for dep in service.file.dependencies)
+
+
+def _root(method: Any, fields: list[RemoteField], marked: bool) -> bool | None:
+    """True for a root-input rpc (`option (tensorwire.v1.root_input) = true;`); None
+    where a server that cannot mark one leaves a single-field request ambiguous."""
+    if method.has_options and tw_types.is_root_input(method.GetOptions()):
+        return True
+    return None if not marked and len(fields) == 1 else False
+
+
+def grpc_api(service: Any, method: Any, marked: bool | None = None) -> RemoteAPI:
+    request = method.input_type
+    fields = []
+    for fd in request.fields:
+        kind = field_kind(fd)
+        fields.append(RemoteField(fd.name, kind, kind.summary()))
+    output = Output(method.output_type)
+    if marked is None:
+        marked = marks_root_inputs(service)
+    api = RemoteAPI(
+        name=snake(method.name), doc=None, fields=fields,
+        root=_root(method, fields, marked),
+        stream=bool(getattr(method, "server_streaming", False)), output=output,
+        output_summary=output.summary, address=f"/{service.full_name}/{method.name}",
+    )
+    api.wire["request_cls"] = message_factory.GetMessageClass(request)
+    api.wire["response_cls"] = message_factory.GetMessageClass(method.output_type)
+    api.wire["method"] = method.name
+    return api
+
+
+def encode_request(api: RemoteAPI, values: dict[str, Any], files: ClientFiles) -> Any:
+    """The request message of one call; every input that cannot be encoded is reported
+    (in declaration order, as the server's validation would)."""
+    msg = api.wire["request_cls"]()
+    errors = Violations()
+    for field in api.fields:
+        if field.name in values:
+            errors.run(field.kind.write, msg, field.name, values[field.name], (field.name,),
+                       files)
+    errors.check()
+    return msg
+
+
+class _Metadata(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the client's metadata (bearer token, headers) to reflection calls."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.metadata = metadata
+
+    def _details(self, details: Any) -> Any:
+        return details._replace(metadata=(*(details.metadata or ()), *self.metadata))
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+
+class GrpcTransport:
+    protocol = "grpc"
+
+    def __init__(self, target: Target, *, token: str | None, connect_timeout: float,
+                 root_certificates: bytes | None, files: ClientFiles,
+                 service: str | None = None) -> None:
+        self.target = target
+        self.files = files
+        self.connect_timeout = connect_timeout
+        self.service_name = service
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ())
+        self._credentials = (grpc.ssl_channel_credentials(root_certificates=root_certificates)
+                             if target.secure else None)
+        self._options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
+                         ("grpc.max_send_message_length", _MAX_MESSAGE)]
+        self.channel: grpc.aio.Channel | None = None
+        self.pool: descriptor_pool.DescriptorPool | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _sync_channel(self) -> grpc.Channel:
+        if self._credentials is not None:
+            return grpc.secure_channel(self.target.grpc_target, self._credentials,
+                                       options=self._options)
+        return grpc.insecure_channel(self.target.grpc_target, options=self._options)
+
+    def _discover(self, metadata: tuple[tuple[str, str], ...]) -> dict[str, RemoteAPI]:
+        """Reflection over a short-lived blocking channel (run in a worker thread)."""
+        from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+            ProtoReflectionDescriptorDatabase,
+        )
+
+        raw = self._sync_channel()
+        try:
+            try:
+                grpc.channel_ready_future(raw).result(timeout=self.connect_timeout)
+            except grpc.FutureTimeoutError:
+                raise ServerUnreachable(f"cannot connect to {self.target} within "
+                                        f"{self.connect_timeout} s") from None
+            channel = grpc.intercept_channel(raw, _Metadata(metadata)) if metadata else raw
+            db = ProtoReflectionDescriptorDatabase(channel)
+            try:
+                services = [s for s in db.get_services() if s not in INFRA_SERVICES]
+                name = self._choose(services)
+                self.pool = descriptor_pool.DescriptorPool(db)
+                service = self.pool.FindServiceByName(name)
+                apis: dict[str, RemoteAPI] = {}
+                marked = marks_root_inputs(service)
+                for method in service.methods:
+                    api = grpc_api(service, method, marked)
+                    apis[api.name] = api
+                return apis
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise ClientError(f"{self.target} does not offer server reflection, "
+                                      "which the client needs to discover its APIs") from None
+                raise self.error(exc) from None
+        finally:
+            raw.close()
+
+    def _choose(self, services: list[str]) -> str:
+        if self.service_name is not None:
+            if self.service_name not in services:
+                raise NotFound(f"{self.target} has no service {self.service_name!r}; it "
+                               f"serves: {', '.join(services) or 'none'}")
+            return self.service_name
+        if len(services) != 1:
+            raise ClientError(f"{self.target} serves {len(services)} services "
+                              f"({', '.join(services) or 'none'}): pass service=... to "
+                              "choose one")
+        return services[0]
+
+    async def connect(self, options: CallOptions) -> dict[str, RemoteAPI]:
+        metadata = self._metadata(options)
+        apis = await with_retries(
+            options, lambda: asyncio.to_thread(self._discover, metadata))
+        if self._credentials is not None:
+            self.channel = grpc.aio.secure_channel(self.target.grpc_target, self._credentials,
+                                                   options=self._options)
+        else:
+            self.channel = grpc.aio.insecure_channel(self.target.grpc_target,
+                                                     options=self._options)
+        for api in apis.values():
+            response_cls = api.wire["response_cls"]
+            make = self.channel.unary_stream if api.stream else self.channel.unary_unary
+            api.wire["callable"] = make(api.address,
+                                        request_serializer=_serialize,
+                                        response_deserializer=response_cls.FromString)
+        return apis
+
+    async def close(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+            self.channel = None
+
+    def _metadata(self, options: CallOptions) -> tuple[tuple[str, str], ...]:
+        extra = tuple((k.lower(), str(v)) for k, v in options.headers.items())
+        return (*self.metadata, *extra)
+
+    async def is_ready(self, options: CallOptions) -> bool:
+        from grpc_health.v1 import health_pb2
+
+        assert self.channel is not None
+        check = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=_serialize,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        try:
+            reply = await check(health_pb2.HealthCheckRequest(service=""),
+                                timeout=options.timeout or self.connect_timeout,
+                                metadata=self._metadata(options))
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    # ------------------------------------------------------------------ calls
+    async def call(self, api: RemoteAPI, values: dict[str, Any], options: CallOptions) -> Any:
+        msg = encode_request(api, values, self.files)
+        method = api.wire["callable"]
+        metadata = self._metadata(options)
+
+        async def attempt() -> Any:
+            started = time.monotonic()
+            try:
+                reply = await method(msg, timeout=options.timeout, metadata=metadata)
+            except grpc.RpcError as exc:
+                raise self.error(exc, options, started) from None
+            return api.output.decode(reply, self.files)
+
+        return await with_retries(options, attempt)
+
+    async def open_stream(self, api: RemoteAPI, values: dict[str, Any],
+                          options: CallOptions) -> AsyncIterator[Any]:
+        msg = encode_request(api, values, self.files)
+        method = api.wire["callable"]
+        metadata = self._metadata(options)
+
+        async def attempt() -> _ReplyStream:
+            started = time.monotonic()
+            stream = _ReplyStream(self, api, method(msg, timeout=options.timeout,
+                                                    metadata=metadata), options, started)
+            await stream.prime()
+            return stream
+
+        return await with_retries(options, attempt)
+
+    def error(self, exc: grpc.RpcError, options: CallOptions | None = None,
+              started: float | None = None) -> TensorwireError:
+        """An RpcError as the tensorwire error the server raised (or a client error).
+
+        `started`: when the call began (time.monotonic()), to tell the client's own
+        deadline from the server's time limit.
+        """
+        code = exc.code()
+        name = code.name if code is not None else "UNKNOWN"
+        message = exc.details() or name
+        trailing = list(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") \
+            else []
+        kind = next((v for k, v in trailing if k == ERROR_KIND_HEADER), None)
+        if name == "DEADLINE_EXCEEDED" and options is not None and options.timeout and (
+                kind is None or started is None
+                or time.monotonic() - started >= options.timeout):
+            # The client's own deadline travels with the call: once it has passed,
+            # whether the server or the client noticed first, it is the client's timeout
+            # (as over HTTP). Before it, a DeadlineExceeded the server sent (its error
+            # kind in the trailers) is the server's own time limit, --request-timeout,
+            # and stays DeadlineExceeded (as the HTTP 504 does).
+            return ClientTimeout(f"{self.target} did not answer within {options.timeout} s")
+        if kind is None:
+            if name == "UNAVAILABLE":
+                return ServerUnreachable(f"cannot reach {self.target}: {message}")
+            if name == "DEADLINE_EXCEEDED":
+                return ClientTimeout(f"{self.target} did not answer in time: {message}")
+            if name == "UNIMPLEMENTED":
+                return NotFound(f"{self.target} has no such method: {message}")
+        detail = _violations(trailing)
+        err = error_from_grpc(name, message, detail, kind)
+        err.headers.update({k: v for k, v in trailing
+                            if isinstance(v, str) and not k.endswith("-bin")})
+        err.request_id = err.headers.get("x-request-id")  # type: ignore[attr-defined]
+        return err
+
+
+def _serialize(msg: Any) -> bytes:
+    return msg.SerializeToString()
+
+
+def _violations(trailing: list[tuple[str, Any]]) -> list[Any]:
+    from google.rpc import status_pb2
+
+    from ..wire.status import violations_from_status
+
+    for key, value in trailing:
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            try:
+                return violations_from_status(status_pb2.Status.FromString(value))
+            except Exception:
+                return []
+    return []
+
+
+class _ReplyStream:
+    """The replies of one server-streaming call; the first is read eagerly (`prime`)."""
+
+    def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
+                 options: CallOptions, started: float) -> None:
+        self.transport = transport
+        self.options = options
+        self.started = started
+        self.api = api
+        self.call = call
+        self.first: Any = None
+        self.done = False
+
+    async def _read(self) -> Any:
+        try:
+            reply = await self.call.read()
+        except grpc.RpcError as exc:
+            self.done = True
+            raise self.transport.error(exc, self.options, self.started) from None
+        if reply is grpc.aio.EOF:
+            self.done = True
+            return None
+        return reply
+
+    async def prime(self) -> None:
+        self.first = await self._read()
+
+    def __aiter__(self) -> _ReplyStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self.first is not None:
+            reply, self.first = self.first, None
+        elif self.done:
+            raise StopAsyncIteration
+        else:
+            reply = await self._read()
+        if reply is None:
+            raise StopAsyncIteration
+        return self.api.output.decode(reply, self.transport.files)
+
+    async def aclose(self) -> None:
+        if not self.done:
+            self.done = True
+            self.call.cancel()
+
+

@@ -1,0 +1,512 @@
+"""gRPC side: what each input/output is, read from descriptors got by reflection.
+
+`field_kind(field_descriptor)` gives the kind that writes a Python value into a field of
+a request message and reads a response field back into Python: scalars (checked with
+pydantic's lax rules, so a wrong type fails here exactly as the HTTP server would say),
+enums (by value name), well-known types (Timestamp, Duration, Struct, Value), nested
+messages (models -> dicts; a `oneof` union picks its variant by the discriminator),
+repeated fields and maps. Messages of the fixed vocabulary plug in by full name
+(`register_message_kind`): `tensorwire.v1.Tensor`, `.File`, `.DataFrame`.
+
+Errors found while encoding are `InvalidArgument` at the field's location, the same
+class and `loc` the server reports for the same mistake over HTTP.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+
+from ..codecs import FieldError
+from ..errors import InvalidArgument
+from ..wire import wellknown as wkt
+from . import values
+
+Loc = tuple[str | int, ...]
+
+
+def _invalid(loc: Loc, msg: str, type: str = "value_error") -> InvalidArgument:
+    return InvalidArgument.at(list(loc), msg, type)
+
+
+class Violations:
+    """Collects the errors of several fields/items, so that (like pydantic on the
+    server) one call reports every input it could not encode, not just the first."""
+
+    def __init__(self) -> None:
+        self.detail: list[Any] = []
+
+    def run(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except InvalidArgument as exc:
+            self.detail.extend(exc.detail or [{"loc": [], "msg": exc.message,
+                                               "type": "value_error"}])
+
+    def check(self) -> None:
+        if not self.detail:
+            return
+        first = self.detail[0]
+        where = ".".join(str(p) for p in first["loc"])
+        summary = f"{where}: {first['msg']}" if where else first["msg"]
+        if len(self.detail) > 1:
+            summary += f" (and {len(self.detail) - 1} more)"
+        raise InvalidArgument(summary, detail=self.detail)
+
+
+# ---------------------------------------------------------------------- elements
+
+
+class Element:
+    """One element of a field (the whole field when singular, an item when repeated)."""
+
+    is_message = False
+
+    def encode(self, value: Any, loc: Loc) -> Any:
+        """The proto scalar for `value` (scalar/enum elements)."""
+        raise NotImplementedError
+
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        """Write `value` into the sub-message `msg` (message elements)."""
+        raise NotImplementedError
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return raw
+
+    def summary(self) -> str:
+        return "value"
+
+
+_PY_TYPES: dict[int, type] = {
+    FieldDescriptor.TYPE_STRING: str, FieldDescriptor.TYPE_BYTES: bytes,
+    FieldDescriptor.TYPE_BOOL: bool,
+    FieldDescriptor.TYPE_DOUBLE: float, FieldDescriptor.TYPE_FLOAT: float,
+}
+_INT_RANGES: dict[int, tuple[int, int]] = {
+    FieldDescriptor.TYPE_INT64: (-(2 ** 63), 2 ** 63 - 1),
+    FieldDescriptor.TYPE_SINT64: (-(2 ** 63), 2 ** 63 - 1),
+    FieldDescriptor.TYPE_SFIXED64: (-(2 ** 63), 2 ** 63 - 1),
+    FieldDescriptor.TYPE_INT32: (-(2 ** 31), 2 ** 31 - 1),
+    FieldDescriptor.TYPE_SINT32: (-(2 ** 31), 2 ** 31 - 1),
+    FieldDescriptor.TYPE_SFIXED32: (-(2 ** 31), 2 ** 31 - 1),
+    FieldDescriptor.TYPE_UINT64: (0, 2 ** 64 - 1),
+    FieldDescriptor.TYPE_FIXED64: (0, 2 ** 64 - 1),
+    FieldDescriptor.TYPE_UINT32: (0, 2 ** 32 - 1),
+    FieldDescriptor.TYPE_FIXED32: (0, 2 ** 32 - 1),
+}
+_TYPE_NAMES = {
+    FieldDescriptor.TYPE_STRING: "string", FieldDescriptor.TYPE_BYTES: "bytes",
+    FieldDescriptor.TYPE_BOOL: "bool", FieldDescriptor.TYPE_DOUBLE: "double",
+    FieldDescriptor.TYPE_FLOAT: "float", FieldDescriptor.TYPE_INT64: "int64",
+    FieldDescriptor.TYPE_INT32: "int32", FieldDescriptor.TYPE_UINT64: "uint64",
+    FieldDescriptor.TYPE_UINT32: "uint32",
+}
+
+
+@functools.cache
+def _adapter(tp: type) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(tp)
+
+
+def lax(tp: Any, value: Any, loc: Loc) -> Any:
+    """`value` as `tp` under pydantic's lax rules, or the server's InvalidArgument."""
+    from pydantic import ValidationError
+
+    from ..contract.descriptor import invalid_argument
+
+    try:
+        return _adapter(tp).validate_python(value)
+    except ValidationError as exc:
+        raise invalid_argument(exc, prefix=loc) from None
+
+
+class Scalar(Element):
+    def __init__(self, proto_type: int) -> None:
+        self.proto_type = proto_type
+        self.range = _INT_RANGES.get(proto_type)
+        self.py_type = int if self.range else _PY_TYPES.get(proto_type, str)
+
+    def encode(self, value: Any, loc: Loc) -> Any:
+        if self.py_type is bytes and not isinstance(value, bytes | bytearray | str):
+            value = _file_bytes(value, loc)  # a Path, open file, image: as over HTTP
+        if type(value) is not self.py_type:
+            value = lax(self.py_type, value, loc)
+        if self.range is not None and not self.range[0] <= value <= self.range[1]:
+            raise _invalid(loc, f"{value} is out of range for "
+                           f"{_TYPE_NAMES.get(self.proto_type, 'this integer type')}",
+                           "int_out_of_range")
+        return value
+
+    def summary(self) -> str:
+        return _TYPE_NAMES.get(self.proto_type, "scalar")
+
+
+def _file_bytes(value: Any, loc: Loc) -> Any:
+    """The content of a file-like input to a `bytes` field (else `value` unchanged)."""
+    import os
+
+    from .files import file_body, is_pil_image, read_body
+
+    if isinstance(value, os.PathLike | tuple) or hasattr(value, "read") or is_pil_image(value):
+        try:
+            return read_body(file_body(value))
+        except InvalidArgument as exc:
+            raise _invalid(loc, exc.message, "bytes_type") from None
+    return value
+
+
+def _upper_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+def _label_key(label: str) -> str:
+    return re.sub(r"[^0-9A-Za-z]+", "_", label).strip("_").upper()
+
+
+class Enum(Element):
+    """A generated enum: value names are `<ENUM>_<LABEL>`; 0 is "unspecified".
+
+    Reflection carries value names, not the Python values behind them, so outputs read
+    as the label in lower case (`SENTIMENT_POSITIVE` -> "positive"), which is the value
+    of the usual lower-case `Enum`/`Literal`. Inputs accept the value, the member or its
+    name, matched case-insensitively.
+    """
+
+    def __init__(self, desc: EnumDescriptor) -> None:
+        self.desc = desc
+        self.prefix = _upper_snake(desc.name) + "_"
+        self.numbers = {v.name: v.number for v in desc.values}
+        self.labels = {v.number: v.name.removeprefix(self.prefix).lower()
+                       for v in desc.values if v.number != 0}
+
+    def encode(self, value: Any, loc: Loc) -> Any:
+        candidates = []
+        if isinstance(value, str):
+            candidates.append(value)
+        else:
+            for attr in ("value", "name"):  # an enum.Enum member
+                v = getattr(value, attr, None)
+                if isinstance(v, str):
+                    candidates.append(v)
+        for c in candidates:
+            number = self.numbers.get(self.prefix + _label_key(c))
+            if number is not None:
+                return number
+        expected = ", ".join(repr(v) for v in self.labels.values())
+        raise _invalid(loc, f"Input should be {expected}", "enum")
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return self.labels.get(raw, raw) if raw else None
+
+    def summary(self) -> str:
+        return " | ".join(repr(v) for v in self.labels.values())
+
+
+class Message(Element):
+    is_message = True
+
+
+class Timestamp(Message):
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        import datetime as dt
+
+        if not isinstance(value, dt.datetime):
+            value = lax(dt.datetime, value, loc)
+        wkt.datetime_to_timestamp(value, msg)
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return wkt.timestamp_to_datetime(raw)
+
+    def summary(self) -> str:
+        return "datetime"
+
+
+class Duration(Message):
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        import datetime as dt
+
+        if not isinstance(value, dt.timedelta):
+            value = lax(dt.timedelta, value, loc)
+        wkt.timedelta_to_duration(value, msg)
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return wkt.duration_to_timedelta(raw)
+
+    def summary(self) -> str:
+        return "timedelta"
+
+
+class Struct(Message):
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        data = values.jsonable(value)
+        if not isinstance(data, dict):
+            raise _invalid(loc, "Input should be a valid dictionary", "dict_type")
+        try:
+            wkt.python_to_struct(data, msg)
+        except FieldError as exc:
+            raise _invalid((*loc, *exc.loc), exc.msg, exc.type) from None
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return wkt.struct_to_python(raw)
+
+    def summary(self) -> str:
+        return "dict"
+
+
+class Value(Message):
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        try:
+            wkt.python_to_value(values.jsonable(value), msg)
+        except FieldError as exc:
+            raise _invalid((*loc, *exc.loc), exc.msg, exc.type) from None
+        except TypeError as exc:
+            raise _invalid(loc, str(exc), "json_type") from None
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return wkt.value_to_python(raw)
+
+    def summary(self) -> str:
+        return "any"
+
+
+class ListValue(Message):
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        data = values.jsonable(value)
+        if not isinstance(data, list):
+            raise _invalid(loc, "Input should be a valid list", "list_type")
+        for item in data:
+            wkt.python_to_value(item, msg.values.add())
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return [wkt.value_to_python(v) for v in raw.values]
+
+    def summary(self) -> str:
+        return "list"
+
+
+def _get(value: Any, name: str) -> Any:
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _is_synthetic(oneof: Any) -> bool:
+    """proto3 `optional` wraps one field in a oneof named `_<field>`: not a real one."""
+    fields = oneof.fields
+    return len(fields) == 1 and oneof.name == "_" + fields[0].name
+
+
+class Model(Message):
+    """A generated message for a pydantic model: a dict (or model) in, a dict out."""
+
+    def __init__(self, desc: Descriptor) -> None:
+        self.desc = desc
+        self.name = desc.name
+        self._fields: list[tuple[str, FieldKind]] | None = None
+        real = [o for o in desc.oneofs if not _is_synthetic(o)]
+        #: A discriminated union: `oneof choice { A a; B b; }` covering every field.
+        self.union = real[0] if len(real) == 1 and len(real[0].fields) == len(
+            desc.fields) else None
+
+    @property
+    def fields(self) -> list[tuple[str, FieldKind]]:
+        if self._fields is None:  # resolved lazily: messages may be recursive
+            self._fields = [(f.name, field_kind(f)) for f in self.desc.fields]
+        return self._fields
+
+    def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        from pydantic import BaseModel
+
+        if not isinstance(value, dict | BaseModel):
+            raise _invalid(loc, f"Input should be a valid dictionary or instance of "
+                           f"{self.name}", "model_type")
+        if self.union is not None:
+            self._fill_variant(value, msg, loc, files)
+            return
+        msg.SetInParent()
+        errors = Violations()
+        for name, kind in self.fields:
+            item = _get(value, name)
+            if item is not None:
+                errors.run(kind.write, msg, name, item, (*loc, name), files)
+        errors.check()
+
+    def _fill_variant(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
+        for name, kind in self.fields:
+            element = kind.element
+            if isinstance(element, Model) and element.claims(value):
+                kind.write(msg, name, value, loc, files)
+                return
+        raise _invalid(loc, f"the value matches no variant of {self.name}",
+                       "union_tag_invalid")
+
+    def claims(self, value: Any) -> bool:
+        """Whether `value` carries this variant's tag: a one-value enum field's label."""
+        for name, kind in self.fields:
+            element = kind.element
+            if isinstance(element, Enum) and len(element.labels) == 1:
+                tag = _get(value, name)
+                if tag is None:
+                    continue
+                try:
+                    element.encode(tag, ())
+                except InvalidArgument:
+                    return False
+                return True
+        return False
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        if self.union is not None:
+            which = raw.WhichOneof(self.union.name)
+            if which is None:
+                return None
+            kind = dict(self.fields)[which]
+            return kind.read(raw, which, files)
+        return {name: kind.read(raw, name, files) for name, kind in self.fields}
+
+    def summary(self) -> str:
+        return self.name
+
+
+# ---------------------------------------------------------------------- fields
+
+
+class FieldKind:
+    """How one field of a message holds its value: singular, repeated or a map."""
+
+    def __init__(self, fd: FieldDescriptor, element: Element, *, repeated: bool = False,
+                 key: Element | None = None) -> None:
+        self.fd = fd
+        self.element = element
+        self.repeated = repeated
+        self.key = key  # map fields: the key element (the value element is `element`)
+        self.has_presence = getattr(fd, "has_presence", not repeated)
+
+    def write(self, msg: Any, name: str, value: Any, loc: Loc, files: Any) -> None:
+        if value is None:
+            return
+        element = self.element
+        try:
+            if self.key is not None:
+                self._write_map(msg, name, value, loc, files)
+            elif self.repeated:
+                self._write_list(msg, name, value, loc, files)
+            elif element.is_message:
+                element.fill(value, getattr(msg, name), loc, files)
+            else:
+                setattr(msg, name, element.encode(value, loc))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidArgument):
+                raise
+            raise _invalid(loc, str(exc), "type_error") from None
+
+    def _write_list(self, msg: Any, name: str, value: Any, loc: Loc, files: Any) -> None:
+        if isinstance(value, str | bytes | bytearray | dict) or not hasattr(value, "__iter__"):
+            raise _invalid(loc, "Input should be a valid list", "list_type")
+        container = getattr(msg, name)
+        element = self.element
+        errors = Violations()
+        if element.is_message:
+            for i, item in enumerate(value):
+                errors.run(element.fill, item, container.add(), (*loc, i), files)
+        else:
+            encoded: list[Any] = []
+            for i, item in enumerate(value):
+                errors.run(lambda v, at: encoded.append(element.encode(v, at)), item, (*loc, i))
+            errors.check()
+            container.extend(encoded)
+        errors.check()
+
+    def _write_map(self, msg: Any, name: str, value: Any, loc: Loc, files: Any) -> None:
+        if not isinstance(value, dict):
+            raise _invalid(loc, "Input should be a valid dictionary", "dict_type")
+        container = getattr(msg, name)
+        assert self.key is not None
+        element = self.element
+        key_element = self.key
+        errors = Violations()
+
+        def put(k: Any, v: Any) -> None:
+            key = key_element.encode(k, (*loc, k))
+            if element.is_message:
+                element.fill(v, container[key], (*loc, k), files)
+            else:
+                container[key] = element.encode(v, (*loc, k))
+
+        for k, v in value.items():
+            errors.run(put, k, v)
+        errors.check()
+
+    def read(self, msg: Any, name: str, files: Any) -> Any:
+        element = self.element
+        container = getattr(msg, name)
+        if self.key is not None:
+            return {k: element.decode(v, files) for k, v in container.items()}
+        if self.repeated:
+            return [element.decode(v, files) for v in container]
+        if self.has_presence and not msg.HasField(name):
+            return None
+        return element.decode(container, files)
+
+    def summary(self) -> str:
+        if self.key is not None:
+            return f"map<{self.key.summary()}, {self.element.summary()}>"
+        if self.repeated:
+            return f"repeated {self.element.summary()}"
+        return self.element.summary()
+
+
+_WELL_KNOWN: dict[str, Callable[[Descriptor], Element]] = {
+    "google.protobuf.Timestamp": lambda d: Timestamp(),
+    "google.protobuf.Duration": lambda d: Duration(),
+    "google.protobuf.Struct": lambda d: Struct(),
+    "google.protobuf.Value": lambda d: Value(),
+    "google.protobuf.ListValue": lambda d: ListValue(),
+}
+
+
+def register_message_kind(full_name: str, build: Callable[[Descriptor], Element]) -> None:
+    """Let a fixed-vocabulary message (e.g. `tensorwire.v1.Tensor`) plug in its element."""
+    _WELL_KNOWN[full_name] = build
+
+
+@functools.cache
+def _load_plugins() -> None:
+    from . import files, frames, tensors  # noqa: F401  (they register themselves)
+
+
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    flag = getattr(fd, "is_repeated", None)
+    if isinstance(flag, bool):
+        return flag
+    return fd.label == FieldDescriptor.LABEL_REPEATED
+
+
+def element_of(fd: FieldDescriptor) -> Element:
+    if fd.type == FieldDescriptor.TYPE_ENUM:
+        return Enum(fd.enum_type)
+    if fd.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        return message_element(fd.message_type)
+    return Scalar(fd.type)
+
+
+def message_element(desc: Descriptor) -> Element:
+    _load_plugins()
+    build = _WELL_KNOWN.get(desc.full_name)
+    return build(desc) if build is not None else Model(desc)
+
+
+def field_kind(fd: FieldDescriptor) -> FieldKind:
+    """The kind of one field (a request input, a response output, a model field)."""
+    repeated = _is_repeated(fd)
+    if repeated and fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        entry = fd.message_type
+        key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
+        return FieldKind(fd, element_of(value_fd), repeated=True, key=element_of(key_fd))
+    return FieldKind(fd, element_of(fd), repeated=repeated)

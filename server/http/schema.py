@@ -1,0 +1,236 @@
+"""The contract as JSON: `/schema.json` (BentoML's client form) and OpenAPI 3.1.
+
+Both are derived from the same pydantic models that validate requests, so the documents
+can never disagree with what the server accepts.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..contract.descriptor import APISpec
+from ..contract.sdk import ServiceSpec
+
+_REF = "#/components/schemas/{model}"
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string", "description": "What went wrong, for humans."},
+        "detail": {
+            "type": "array",
+            "description": "One entry per invalid input field.",
+            "items": {
+                "type": "object",
+                "required": ["loc", "msg"],
+                "properties": {
+                    "loc": {"type": "array", "items": {"type": ["string", "integer"]}},
+                    "msg": {"type": "string"},
+                    "type": {"type": "string"},
+                },
+            },
+        },
+        "request_id": {"type": "string"},
+    },
+}
+
+
+def input_schema(api: APISpec, ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
+    """JSON Schema of the request: the object of inputs (for a root input: its one field)."""
+    schema = api.input_model.model_json_schema(ref_template=ref_template)
+    schema["title"] = schema.get("title", api.input_model.__name__)
+    return schema
+
+
+def root_schema(api: APISpec, ref_template: str) -> dict[str, Any]:
+    assert api.root_adapter is not None
+    return api.root_adapter.json_schema(ref_template=ref_template)
+
+
+def output_schema(api: APISpec, ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
+    adapter: TypeAdapter[Any] = api.output.adapter
+    return adapter.json_schema(mode="serialization", ref_template=ref_template)
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Resolve local `$ref`s in place (BentoML's client reads flat schemas)."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.rsplit("/", 1)[-1]
+                if name in seen or name not in defs:
+                    return {k: v for k, v in node.items() if k != "$ref"} | {"type": "object"}
+                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+                return resolve(merged, seen | {name})
+            return {k: resolve(v, seen) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        return node
+
+    return resolve(schema, frozenset())
+
+
+def schema_json(spec: ServiceSpec) -> dict[str, Any]:
+    """`/schema.json`: the service in the shape BentoML's HTTP client reads."""
+    routes = []
+    for api in spec.apis.values():
+        if api.is_root:
+            # BentoML's form: a root input is described by its own value's schema (a
+            # model's object, a string, a file...), flagged `root_input`.
+            inp = _as_file_part(_inline_defs(root_schema(api, "#/$defs/{model}")))
+            inp["root_input"] = True
+            inp["root_field"] = api.root_field.name
+        else:
+            inp = _inline_defs(input_schema(api))
+            props = inp.get("properties", {})
+            for name in props:
+                props[name] = _as_file_part(props[name])
+        out = _inline_defs(output_schema(api))
+        if api.output.stream:
+            out["is_stream"] = True
+        out.setdefault("media_type", _output_media(api))
+        routes.append({
+            "name": api.name,
+            "route": api.route,
+            "description": api.doc,
+            "batchable": api.batchable,
+            "input": inp,
+            "output": out,
+            "is_task": False,
+        })
+    return {"name": spec.name, "type": "service", "routes": routes, "description": spec.doc}
+
+
+def _as_file_part(schema: dict[str, Any]) -> dict[str, Any]:
+    """A top-level `bytes` input is announced as a file (`type: file`), as BentoML does.
+
+    The server reads such a field from a multipart file part (or a raw body) as well as
+    from base64 JSON; announcing it as a file lets BentoML's client, which cannot
+    JSON-encode bytes, send it, and lets tensorwire's client skip the base64 detour.
+    """
+    if schema.get("type") == "string" and schema.get("format") in ("base64url", "base64"):
+        return {**schema, "type": "file", "format": "binary"}
+    return schema
+
+
+def _output_media(api: APISpec) -> str:
+    if api.output.stream:
+        return "text/event-stream"
+    return api.output.codec.output_media
+
+
+def openapi_files(node: Any) -> Any:
+    """schema.json's file fields (`type: file`) as OpenAPI binary strings."""
+    if isinstance(node, dict):
+        if node.get("type") == "file":
+            out = {k: v for k, v in node.items() if k not in ("type", "format", "content_type")}
+            out.update({"type": "string", "format": "binary"})
+            if node.get("content_type"):
+                out["contentMediaType"] = node["content_type"]
+            return out
+        return {k: openapi_files(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [openapi_files(v) for v in node]
+    return node
+
+
+def _multipart_encoding(api: APISpec) -> dict[str, Any]:
+    """Per-part media types: files as declared, structured fields as JSON parts."""
+    encoding: dict[str, Any] = {}
+    for f in api.fields:
+        codec = f.codec
+        if codec.is_file:
+            while hasattr(codec, "inner") or hasattr(codec, "item"):  # Optional, list
+                codec = getattr(codec, "inner", None) or codec.item
+            if codec.body_media != "application/octet-stream":
+                encoding[f.name] = {"contentType": codec.body_media}
+        elif codec.body_media == "application/json":
+            encoding[f.name] = {"contentType": "application/json"}
+    return encoding
+
+
+def _request_body(api: APISpec, schemas: dict[str, Any]) -> dict[str, Any]:
+    if api.is_root:
+        schema = openapi_files(_lift_defs(root_schema(api, _REF), schemas))
+        codec = api.root_field.codec
+        return {"required": api.root_field.required,
+                "content": {codec.body_media: {"schema": schema}, **_binary(codec)}}
+    schema = openapi_files(_lift_defs(input_schema(api, _REF), schemas))
+    required = any(f.required for f in api.fields) or bool(api.fields)
+    if api.has_files:
+        media: dict[str, Any] = {"schema": schema}
+        encoding = _multipart_encoding(api)
+        if encoding:
+            media["encoding"] = encoding
+        return {"required": required, "content": {"multipart/form-data": media}}
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _lift_defs(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    for name, definition in schema.pop("$defs", {}).items():
+        schemas.setdefault(name, definition)
+    return schema
+
+
+def _binary(codec: Any) -> dict[str, Any]:
+    """Alternative binary media types of a codec (`application/x-npy` for tensors)."""
+    return {m: {"schema": {"type": "string", "format": "binary"}} for m in codec.binary_media}
+
+
+def _error_response(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}}}
+
+
+@functools.cache
+def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
+    """OpenAPI 3.1 document of the service (served at /docs.json)."""
+    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    paths: dict[str, Any] = {}
+    for api in spec.apis.values():
+        out = _lift_defs(output_schema(api, _REF), schemas)
+        if api.output.model is not None:  # a named model output: a reusable component
+            name = api.output.model.__name__
+            schemas.setdefault(name, out)
+            out = {"$ref": _REF.format(model=name)}
+        media = _output_media(api)
+        summary = (api.doc or api.name).strip().splitlines()[0]
+        op: dict[str, Any] = {
+            "operationId": api.name,
+            "summary": summary,
+            "tags": [spec.name],
+            "responses": {
+                "200": {"description": "Successful response",
+                        "content": {media: {"schema": out},
+                                    **({} if api.output.stream else _binary(api.output.codec))}},
+                "400": _error_response("Invalid input"),
+                "413": _error_response("Request too large"),
+                "415": _error_response("Unsupported media type"),
+                "500": _error_response("Internal error"),
+            },
+        }
+        if api.doc:
+            op["description"] = api.doc
+        if api.fields:
+            op["requestBody"] = _request_body(api, schemas)
+        paths[api.route] = {"post": op}
+    probe = {"responses": {"200": {"description": "OK"}, "503": {"description": "Not ready"}}}
+    for route, what in (("/livez", "Liveness"), ("/readyz", "Readiness"), ("/healthz", "Health")):
+        paths[route] = {"get": {"summary": what, "tags": ["infrastructure"], **probe}}
+    info: dict[str, Any] = {"title": spec.name, "version": version}
+    if spec.doc and spec.doc.strip():
+        info["description"] = spec.doc.strip()
+    return {
+        "openapi": "3.1.0",
+        "info": info,
+        "paths": openapi_files(paths),
+        "components": {"schemas": openapi_files(dict(sorted(schemas.items())))},
+    }

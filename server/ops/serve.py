@@ -1,0 +1,150 @@
+"""Serving one service in one process: HTTP and gRPC on one event loop.
+
+Start-up: load the service (model) once, bind both ports, then report ready. Shutdown
+(SIGTERM/SIGINT): readiness drops first (/readyz 503, health NOT_SERVING) while the
+ports stay open, so probes and load balancers see it; new API requests are refused
+(503 / UNAVAILABLE); in-flight ones, streams included, get `graceful_timeout` seconds;
+then both servers close and the process exits 0.
+
+With several workers each process runs one `Server` with SO_REUSEPORT on the same ports
+(`tensorwire.ops.supervisor` supervises them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ..contract.sdk import ServiceSpec
+from ..runtime.service import ServiceRuntime
+from ..settings import Settings
+
+log = logging.getLogger("tensorwire.serve")
+
+#: Seconds the servers get to close connections once the drain is over.
+CLOSE_TIMEOUT = 1.0
+
+
+@dataclass
+class Bound:
+    """Where a running server listens (ports resolved when 0 was asked for)."""
+
+    http_port: int | None
+    grpc_port: int | None
+
+
+class Server:
+    """Both transports of one service, started and stopped together."""
+
+    def __init__(self, spec: ServiceSpec, settings: Settings) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.runtime = ServiceRuntime(spec, settings)
+        self._runner: web.AppRunner | None = None
+        self._grpc = None
+        self.bound = Bound(None, None)
+        self._stop = asyncio.Event()
+
+    async def start(self) -> Bound:
+        s = self.settings
+        await self.runtime.start()
+        shared = s.workers > 1  # SO_REUSEPORT only when several workers share the ports
+        if s.http:
+            from ..http import create_app
+            from ..security.tls import http_context
+
+            app = create_app(self.runtime, s)
+            # The drain waits for API requests itself; closing then only needs a moment.
+            # handler_cancellation: a client that hangs up cancels its handler, as a
+            # cancelled gRPC call does, so its work stops (a queued batch item leaves
+            # the queue) instead of running for nobody.
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                         shutdown_timeout=CLOSE_TIMEOUT,
+                                         handler_cancellation=True)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, s.host, s.http_port,
+                               reuse_port=True if shared else None,
+                               ssl_context=http_context(s))
+            await site.start()
+            sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+            self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
+        if s.grpc:
+            from ..grpc import GrpcServer
+
+            self._grpc = GrpcServer(self.runtime, s)
+            self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port)
+            await self._grpc.start()
+            await self._grpc.set_serving(True)
+        return self.bound
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def wait(self) -> None:
+        await self._stop.wait()
+
+    async def stop(self) -> None:
+        """Graceful: readiness off, refuse new requests, let in-flight ones finish."""
+        grace = self.settings.graceful_timeout
+        admission = self.runtime.admission
+        admission.draining = True  # /readyz answers 503 from here on
+        if self._grpc is not None:
+            await self._grpc.set_serving(False)
+        if admission.in_flight:
+            log.info("draining %d in-flight request(s), up to %g s", admission.in_flight,
+                     grace)
+        if not await admission.drain(grace):
+            log.warning("%d request(s) still running after the %g s grace period; "
+                        "cancelling them", admission.in_flight, grace)
+        admission.flush()  # this worker's last counts, before its process goes
+        tasks = []
+        if self._grpc is not None:
+            tasks.append(self._grpc.stop(CLOSE_TIMEOUT))
+        if self._runner is not None:
+            tasks.append(self._runner.cleanup())
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.runtime.close()
+
+
+def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
+    scheme = "https" if settings.tls else "http"
+    where = []
+    if bound.http_port:
+        base = f"{scheme}://{settings.host}:{bound.http_port}"
+        where.append(f"HTTP on {base} (docs: {base}/docs)")
+    if bound.grpc_port:
+        where.append(f"gRPC on {settings.host}:{bound.grpc_port}" + (" (TLS)" if settings.tls
+                                                                     else ""))
+    log.warning("tensorwire serving %s: %s", spec.name, "; ".join(where))
+
+
+def settle_heap() -> None:
+    """Once a server is up: what start-up built (the model, modules, descriptors) lives as
+    long as the process, so move it out of the cyclic collector's view and keep every
+    later full collection short. bench/batching.py (HTTP, 64 clients): p99 34 -> 15 ms."""
+    gc.collect()
+    gc.freeze()
+
+
+async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool = True,
+                        server: Server | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or `server.request_stop()`), then drain and stop."""
+    server = server or Server(spec, settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, server.request_stop)
+    bound = await server.start()
+    settle_heap()
+    if announce:
+        log_bound(spec, settings, bound)
+    await server.wait()
+    log.warning("tensorwire: shutting down %s (grace %gs)", spec.name,
+                settings.graceful_timeout)
+    await server.stop()

@@ -1,0 +1,151 @@
+"""Admission: the one gate every API request passes, whatever its protocol.
+
+`admit()` refuses a request while the server drains (ServiceUnavailable: 503 /
+UNAVAILABLE) or when `max_concurrency` requests are already in flight (Overloaded: 503 +
+Retry-After / RESOURCE_EXHAUSTED); otherwise it returns a `Ticket` that the transport
+finishes with the answer's status and sizes. Finishing records the metrics and the
+access log line, and lets a drain know when the last request is done. The per-request
+timeout is applied by the runtime around the method call (`Admission.timeout`).
+
+Everything here runs on the server's event loop, so the counters need no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..context import RequestInfo
+from ..errors import Overloaded, ServiceUnavailable
+from ..settings import Settings
+from ..telemetry import logs
+
+_INFO = logging.INFO
+
+
+class Ticket:
+    """One admitted request; `finish()` exactly once (later calls are ignored)."""
+
+    __slots__ = ("_admission", "_series", "api", "protocol", "request", "start")
+
+    def __init__(self, admission: Admission, protocol: str, api: str, request: RequestInfo,
+                 series) -> None:
+        self._admission = admission
+        self._series = series
+        self.protocol = protocol
+        self.api = api
+        self.request = request  # its id is made only if an access line is written
+        self.start = time.perf_counter()
+
+    def finish(self, status: int | str, received: int = 0, sent: int = 0) -> None:
+        admission = self._admission
+        if admission is None:
+            return
+        self._admission = None
+        admission._release(self, str(status), received, sent)
+
+
+class Admission:
+    """Concurrency limit, drain state, request metrics and access log of one worker."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.limit = settings.max_concurrency
+        self.retry_after = str(settings.retry_after)
+        #: Seconds an API method may run (None: no limit).
+        self.timeout: float | None = settings.request_timeout or None
+        self.in_flight = 0
+        self.draining = False
+        self._idle: asyncio.Event | None = None
+        self._metrics = settings.metrics
+        self._access = settings.access_log
+        self._series: dict[tuple[str, str], object] = {}
+        self._flush_due = False
+
+    def _series_of(self, protocol: str, api: str):
+        if not self._metrics:
+            return None
+        series = self._series.get((protocol, api))
+        if series is None:
+            from ..telemetry.metrics import Series
+
+            series = self._series[(protocol, api)] = Series(api, protocol)
+        return series
+
+    def admit(self, protocol: str, api: str, request: RequestInfo) -> Ticket:
+        """Admit a request or raise the error that refuses it (recorded as answered)."""
+        if self.draining:
+            self._refused(protocol, api, request, ServiceUnavailable.grpc_code
+                          if protocol == "grpc" else "503")
+            raise ServiceUnavailable("the server is shutting down; retry on another "
+                                     "instance")
+        if self.limit and self.in_flight >= self.limit:
+            self._refused(protocol, api, request, Overloaded.grpc_code
+                          if protocol == "grpc" else "503")
+            raise Overloaded(f"more than {self.limit} requests in flight; retry later",
+                             headers={"Retry-After": self.retry_after})
+        series = self._series_of(protocol, api)
+        if series is not None:
+            series.in_flight += 1
+            if not self._flush_due:
+                self._schedule_flush()
+        self.in_flight += 1
+        return Ticket(self, protocol, api, request, series)
+
+    def _refused(self, protocol: str, api: str, request: RequestInfo, status: str) -> None:
+        series = self._series_of(protocol, api)
+        if series is not None:
+            series.answered(status, 0.0, 0, 0)
+            self._schedule_flush()
+        if self._access and logs.ACCESS.isEnabledFor(_INFO):
+            logs.access(protocol, api, status, 0.0, request.id, 0, 0)
+
+    def _release(self, ticket: Ticket, status: str, received: int, sent: int) -> None:
+        self.in_flight -= 1
+        seconds = time.perf_counter() - ticket.start
+        series = ticket._series
+        if series is not None:
+            series.in_flight -= 1
+            series.answered(status, seconds, received, sent)
+            if not self._flush_due:
+                self._schedule_flush()
+        if self._access and logs.ACCESS.isEnabledFor(_INFO):
+            logs.access(ticket.protocol, ticket.api, status, seconds, ticket.request.id,
+                        received, sent)
+        if self.in_flight == 0 and self._idle is not None:
+            self._idle.set()
+
+    def _schedule_flush(self) -> None:
+        """Counts reach prometheus_client within FLUSH_INTERVAL (one timer, not one a
+        request); a scrape of this process flushes at once."""
+        from ..telemetry import metrics
+
+        self._flush_due = True
+        try:
+            asyncio.get_running_loop().call_later(metrics.FLUSH_INTERVAL, self.flush)
+        except RuntimeError:  # no loop (a direct call in tests): flush now
+            self.flush()
+
+    def flush(self) -> None:
+        """Push this worker's pending request metrics to prometheus_client now."""
+        self._flush_due = False
+        if self._series:
+            from ..telemetry import metrics
+
+            metrics.flush()
+
+    async def drain(self, timeout: float) -> bool:
+        """Refuse new requests from now on; wait up to `timeout` s for in-flight ones.
+
+        Returns True when none is left.
+        """
+        self.draining = True
+        if self.in_flight == 0:
+            return True
+        self._idle = asyncio.Event()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True

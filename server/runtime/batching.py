@@ -1,0 +1,288 @@
+"""Adaptive micro-batching: concurrent requests to one API share one model call.
+
+The dispatcher, per API and per worker
+--------------------------------------
+Requests are validated first (so a bad request fails alone, before it can spoil a
+batch), then queued FIFO with their arrival time and item count (a `(k, 4)` array is k
+items). One dispatch loop forms and runs batches:
+
+1. **Idle model, non-empty queue: dispatch at once.** A lone request never waits for
+   company; its latency is the model's. (BentoML's CorkDispatcher and Triton's
+   `max_queue_delay` both hold requests on purpose at low load; we never do.)
+2. **Busy model: requests accumulate.** When the running batch returns, everything
+   queued (up to the cap below) goes in the next batch, so batch size follows load by
+   itself: one at low traffic, large at high traffic.
+3. **The cap adapts to the measured model latency.** The service time of a batch is
+   modelled as `t(n) = a + b·n` (fixed cost + per item), fitted online by exponentially
+   weighted least squares over recent batches. The fixed cost `a` is paid whether or not
+   requests share a call; what batching adds to a request is the other items' share,
+   `b·(n - 1)`. The cap is the largest `n <= max_batch_size` with `b·(n - 1) <=
+   max_latency_ms`, so joining a batch never costs a request more than `max_latency_ms`
+   over running alone — for the batch it is in, and for the one it may wait behind.
+   (A cap of `t(n) <= max_latency_ms` would collapse to 1 for any model whose fixed cost
+   exceeds the budget: exactly the models that gain most from batching.) Until two batch
+   sizes have been seen the cap is `max_batch_size`.
+3b. **Overload is bounded by a count, on purpose.** Nothing above ever *holds* a request
+   for company, but when requests arrive faster than the model clears them they queue.
+   The queue holds at most `--batch-queue-items` items (default 32 x max_batch_size);
+   beyond that a request is refused at once with 503 / RESOURCE_EXHAUSTED and
+   Retry-After, so waits stay bounded (at most 32 full batches) and the excess goes back
+   to the client or load balancer. We tried refusing on the *predicted* wait instead
+   (queued batches x t(cap) > max_latency_ms, as BentoML does) and dropped it: a burst of
+   64 concurrent requests on an idle server with a 10 ms budget was refused in part,
+   though the model cleared it in a few batches; BentoML users meet that as spurious 503s.
+   Set `--batch-queue-items` to `cap x (budget / t(cap))` for a strict time bound.
+4. Requests larger than the cap are split into chunks that run in successive batches and
+   are re-joined in order; requests whose non-batched inputs differ (e.g. a
+   `threshold: float`) are never merged with each other.
+5. The batch's output is moved to the host once (one device→host transfer for the whole
+   batch), checked to hold exactly as many items as went in, and split back into
+   per-request pieces (views where the framework allows). A model exception fails the
+   requests of that batch only, with 500 / INTERNAL; a request cancelled while queued
+   leaves the queue and never reaches the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..contract.descriptor import APISpec
+from ..errors import InternalError, InvalidArgument, Overloaded, TensorwireError
+
+
+class LatencyModel:
+    """`t(n) = a + b·n`, fitted by exponentially weighted least squares."""
+
+    def __init__(self, decay: float = 0.95) -> None:
+        self.decay = decay
+        self._s = [0.0] * 5  # weights, Σn, Σn², Σt, Σn·t
+        self._sizes: set[int] = set()
+
+    def observe(self, n: int, seconds: float) -> None:
+        d = self.decay
+        w, sn, snn, st, snt = (x * d for x in self._s)
+        self._s = [w + 1, sn + n, snn + n * n, st + seconds, snt + n * seconds]
+        if len(self._sizes) < 2:
+            self._sizes.add(n)
+
+    def coefficients(self) -> tuple[float, float] | None:
+        """(a, b), or None before the fit is determined."""
+        w, sn, snn, st, snt = self._s
+        det = w * snn - sn * sn
+        if len(self._sizes) < 2 or det <= 1e-12:
+            return None
+        b = (w * snt - sn * st) / det
+        a = (st - b * sn) / w
+        return max(a, 0.0), max(b, 0.0)
+
+    def predict(self, n: int) -> float | None:
+        coef = self.coefficients()
+        return None if coef is None else coef[0] + coef[1] * n
+
+    def max_items_within(self, budget: float, ceiling: int) -> int:
+        """Largest n (<= ceiling) whose per-item time beyond one item fits `budget`."""
+        coef = self.coefficients()
+        if coef is None:
+            return ceiling
+        _, b = coef
+        if b <= 0:
+            return ceiling
+        return max(1, min(ceiling, 1 + math.floor(budget / b + 1e-9)))
+
+
+@dataclass
+class _Pending:
+    values: dict[str, Any]
+    key: tuple[Any, ...]
+    items: int
+    future: asyncio.Future[Any]
+    arrival: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class BatchStats:
+    """What the dispatcher did recently (tests and metrics read it)."""
+
+    batch_sizes: collections.deque[int] = field(
+        default_factory=lambda: collections.deque(maxlen=1024))
+    queue_waits: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=1024))
+
+
+class Batcher:
+    """The dispatcher of one batchable API (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: APISpec,
+        invoke: Callable[[dict[str, Any]], Awaitable[Any]],
+        to_host: Callable[[Any], Awaitable[Any]],
+        *,
+        max_queue_items: int | None = None,
+        observe: Callable[[int, list[float]], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.invoke = invoke
+        self.to_host = to_host
+        self.in_dim, self.out_dim = api.batch_dim
+        self.max_batch_size = api.max_batch_size
+        self.max_latency = api.max_latency_ms / 1000.0
+        self.max_queue_items = max_queue_items or 32 * api.max_batch_size
+        self.batch_fields = [f for f in api.fields if f.codec.supports_batching]
+        self.key_fields = [f for f in api.fields if not f.codec.supports_batching]
+        self.out_codec = api.output.codec
+        self.model = LatencyModel()
+        self.stats = BatchStats()
+        self._observe = observe
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queued_items = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ intake
+    async def submit(self, values: dict[str, Any]) -> Any:
+        """The result of this request's items, computed within some batch."""
+        counts = {f.name: f.codec.batch_len(values[f.name], self.in_dim)
+                  for f in self.batch_fields}
+        if len(set(counts.values())) > 1:
+            raise InvalidArgument(
+                "batched inputs must hold the same number of items: "
+                + ", ".join(f"{k}={v}" for k, v in counts.items()),
+                detail=[{"loc": [k], "msg": f"{v} items", "type": "batch_mismatch"}
+                        for k, v in counts.items()])
+        items = next(iter(counts.values()))
+        cap = self.cap()
+        if items > cap:
+            return await self._submit_split(values, items, cap)
+        return await self._enqueue(values, items)
+
+    async def _submit_split(self, values: dict[str, Any], items: int, cap: int) -> Any:
+        sizes = [cap] * (items // cap) + ([items % cap] if items % cap else [])
+        chunks = {f.name: f.codec.batch_split(values[f.name], sizes, self.in_dim)
+                  for f in self.batch_fields}
+        parts = []
+        for i, size in enumerate(sizes):
+            chunk = dict(values)
+            for name, pieces in chunks.items():
+                chunk[name] = pieces[i]
+            parts.append(self._enqueue(chunk, size))
+        results = await asyncio.gather(*parts)
+        return self.out_codec.batch_concat(list(results), self.out_dim)
+
+    async def _enqueue(self, values: dict[str, Any], items: int) -> Any:
+        if self._queued_items + items > self.max_queue_items:
+            raise Overloaded(f"{self.api.name}: the batch queue is full ("
+                             f"{self.max_queue_items} items); retry later",
+                             headers={"Retry-After": "1"})
+        loop = asyncio.get_running_loop()
+        pending = _Pending(values, self._key(values), items, loop.create_future())
+        self._queue.append(pending)
+        self._queued_items += items
+        self._ensure_running()
+        self._wake.set()
+        try:
+            return await pending.future
+        except asyncio.CancelledError:
+            pending.future.cancel()  # leaves the queue when the next batch forms
+            raise
+
+    def _key(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(repr(values.get(f.name)) for f in self.key_fields)
+
+    def cap(self) -> int:
+        """Largest batch that adds at most max_latency_ms to any of its requests."""
+        return self.model.max_items_within(self.max_latency, self.max_batch_size)
+
+    # ------------------------------------------------------------------ dispatch
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for p in self._queue:
+            if not p.future.done():
+                p.future.set_exception(InternalError("the service is shutting down"))
+        self._queue.clear()
+
+    async def _loop(self) -> None:
+        while True:
+            while not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+            batch = self._take()
+            if batch:
+                await self._run(batch)
+
+    def _take(self) -> list[_Pending]:
+        """The next batch: FIFO among requests sharing the oldest one's key, up to the cap."""
+        cap = self.cap()
+        taken: list[_Pending] = []
+        total = 0
+        key = None
+        blocked = False  # FIFO within a key: stop at the first request that does not fit
+        rest: collections.deque[_Pending] = collections.deque()
+        for p in self._queue:
+            if p.future.done():  # cancelled while queued: it leaves without running
+                self._queued_items -= p.items
+                continue
+            if key is None:
+                key = p.key
+            if blocked or p.key != key or (taken and total + p.items > cap):
+                blocked = blocked or p.key == key
+                rest.append(p)
+                continue
+            taken.append(p)
+            total += p.items
+            self._queued_items -= p.items
+        self._queue = rest
+        return taken
+
+    async def _run(self, batch: list[_Pending]) -> None:
+        start = time.monotonic()
+        sizes = [p.items for p in batch]
+        total = sum(sizes)
+        inputs = dict(batch[0].values)
+        try:
+            for f in self.batch_fields:
+                inputs[f.name] = f.codec.batch_concat([p.values[f.name] for p in batch],
+                                                      self.in_dim)
+            output = await self.to_host(await self.invoke(inputs))
+            produced = self.out_codec.batch_len(output, self.out_dim)
+            if produced != total:
+                raise InternalError(f"{self.api.name} returned {produced} items for a batch "
+                                    f"of {total}")
+            pieces = self.out_codec.batch_split(output, sizes, self.out_dim)
+        except Exception as exc:
+            err = exc if isinstance(exc, TensorwireError) else InternalError()
+            if not isinstance(exc, TensorwireError):
+                import logging
+
+                logging.getLogger("tensorwire.batching").error(
+                    "%s: batch of %d failed", self.api.name, total, exc_info=exc)
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_exception(err)
+        else:
+            for p, piece in zip(batch, pieces, strict=True):
+                if not p.future.done():
+                    p.future.set_result(piece)
+        finally:
+            elapsed = time.monotonic() - start
+            self.model.observe(total, elapsed)
+            waits = [start - p.arrival for p in batch]
+            self.stats.batch_sizes.append(total)
+            self.stats.queue_waits.extend(waits)
+            if self._observe is not None:
+                self._observe(total, waits)

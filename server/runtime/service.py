@@ -1,0 +1,273 @@
+"""Running a service's methods: one instance per worker, shared by both transports.
+
+`def` methods run in a thread pool so they never block the event loop; `async def`
+methods run on it. Generators are driven chunk by chunk, each `next()` in the pool, so
+a slow producer streams as it produces. The transports hand in validated arguments and
+get back Python values; nothing here knows about HTTP or gRPC.
+
+The per-request time limit lives here, once for both transports: `request_timeout`
+bounds a unary call (or, for a stream, the wait for each chunk), tightened by the
+client's own deadline when the transport passes one; past it the call fails with
+DeadlineExceeded (504 / DEADLINE_EXCEEDED) and `ctx.cancelled` turns true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..context import Context
+from ..contract.descriptor import APISpec
+from ..contract.sdk import ServiceSpec
+from ..errors import DeadlineExceeded, ServiceUnavailable
+from ..settings import Settings
+from ..tempdirs import TempDirs
+from .admission import Admission
+from .deadlines import Deadlines, Expired
+
+log = logging.getLogger("tensorwire.runtime")
+_DONE = object()
+
+
+class ServiceRuntime:
+    """The live service: its instance, executor and readiness."""
+
+    def __init__(self, spec: ServiceSpec, settings: Settings | None = None) -> None:
+        self.spec = spec
+        self.settings = settings or Settings()
+        self.executor = ThreadPoolExecutor(max_workers=self.settings.threads,
+                                           thread_name_prefix="tensorwire-api")
+        #: Per-request temp directories (Context.temp_dir) of this worker.
+        self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
+        self.instance: Any = None
+        self.ready = False
+        #: The gate both transports pass: drain state, concurrency, metrics, access log.
+        self.admission = Admission(self.settings)
+        self._methods: dict[str, Callable[..., Any]] = {}
+        self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
+        self._batchers: dict[str, Any] = {}
+        self._deadlines = Deadlines()
+
+    async def start(self) -> None:
+        """Instantiate the service class (model loading) off the event loop."""
+        loop = asyncio.get_running_loop()
+        self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+        for api in self.spec.apis.values():
+            self._methods[api.name] = api.bind(self.instance)
+            self._callers[api.name] = _argument_layout(api)
+            if api.batchable:
+                self._batchers[api.name] = self._batcher(api)
+        self.ready = True
+
+    def _batcher(self, api: APISpec) -> Any:
+        from .batching import Batcher
+
+        method = self._methods[api.name]
+        layout = self._callers[api.name]
+
+        async def invoke(values: dict[str, Any]) -> Any:
+            args, kw = layout(values, None)  # type: ignore[arg-type]
+            if api.is_async:
+                return await method(*args, **kw)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.executor,
+                                              functools.partial(method, *args, **kw))
+
+        async def to_host(value: Any) -> Any:
+            return await self.to_host(api, value)
+
+        observe = self.settings.extra.get("batch_observer")
+        if observe is None and self.settings.metrics:
+            from ..telemetry import metrics
+
+            observe = metrics.batch_observer(api.name)
+        return Batcher(api, invoke, to_host,
+                       max_queue_items=self.settings.batch_queue_items or None,
+                       observe=observe)  # type: ignore[arg-type]
+
+    def batcher(self, name: str) -> Any:
+        """The dispatcher of a batchable API (tests and metrics inspect it)."""
+        return self._batchers[name]
+
+    async def close(self) -> None:
+        self.ready = False
+        for batcher in self._batchers.values():
+            await batcher.close()
+        closer = getattr(self.instance, "__tensorwire_close__", None) or getattr(
+            self.instance, "close", None) if self.instance is not None else None
+        if callable(closer):
+            with contextlib.suppress(Exception):
+                result = closer()
+                if asyncio.iscoroutine(result):
+                    await result
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.temp_dirs.close()
+
+    def context(self, request: Any) -> Context:
+        """A new request's Context, drawing its temp dir from this worker's pool."""
+        return Context(request, temp_dirs=self.temp_dirs, limits=self.settings.extra)
+
+    @property
+    def draining(self) -> bool:
+        return self.admission.draining
+
+    # ------------------------------------------------------------------ calls
+    def _limit(self, deadline: float | None) -> float | None:
+        """The seconds this call may take: the server's limit or the client's deadline."""
+        limit = self.admission.timeout
+        if deadline is not None and (limit is None or deadline < limit):
+            return max(deadline, 0.0)
+        return limit
+
+    @staticmethod
+    def _timed_out(limit: float, ctx: Context) -> DeadlineExceeded:
+        ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
+        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
+
+    def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
+        if not self.ready:
+            raise ServiceUnavailable("the service is not ready")
+        method = self._methods[api.name]
+        args, kw = self._callers[api.name](kwargs, ctx)
+        return method, args, kw
+
+    async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context,
+                   deadline: float | None = None) -> Any:
+        """Run a unary API and return its (host-side) result.
+
+        `deadline`: seconds the client still waits (gRPC), None when it did not say.
+        """
+        limit = self._limit(deadline)
+        if api.is_async and not api.batchable and not api.output.codec.has_tensors:
+            # The method's own coroutine, unwrapped: nothing to do after it returns.
+            method, args, kw = self._prepare(api, kwargs, ctx)
+            work = method(*args, **kw)
+        else:
+            work = self._call(api, kwargs, ctx)
+        if limit is None:
+            return await work
+        try:  # not through _within: one coroutine fewer on every unary call
+            return await self._deadlines.run(limit, work)
+        except Expired:
+            raise self._timed_out(limit, ctx) from None
+
+    async def _call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
+        if api.batchable:
+            if not self.ready:
+                raise ServiceUnavailable("the service is not ready")
+            return await self._batchers[api.name].submit(kwargs)
+        method, args, kw = self._prepare(api, kwargs, ctx)
+        if api.is_async:
+            result = await method(*args, **kw)
+        else:
+            future = self.executor.submit(functools.partial(method, *args, **kw))
+            try:
+                result = await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
+                ctx.close_after(future)  # and its temp files stay until it returns
+                raise
+        if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
+            return result
+        return await self.to_host(api, result)
+
+    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context
+                     ) -> AsyncIterator[Any]:
+        """Run a generator API, yielding each chunk as soon as it is produced.
+
+        The time limit applies to each chunk's production, not to the whole stream: a
+        long generation that keeps producing is never cut.
+        """
+        method, args, kw = self._prepare(api, kwargs, ctx)
+        limit = self.admission.timeout
+        on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
+        # One time-limit entry for the whole stream, armed only while a chunk is made.
+        watch = self._deadlines.watch(limit) if limit is not None else None
+        loop = asyncio.get_running_loop()
+        gen = method(*args, **kw)
+        try:
+            while True:
+                if api.is_async:
+                    produce = anext(gen, _DONE)
+                else:
+                    produce = loop.run_in_executor(self.executor, next, gen, _DONE)
+                if watch is None:
+                    chunk = await produce
+                else:
+                    watch.arm()
+                    try:
+                        chunk = await produce
+                    except asyncio.CancelledError:
+                        try:
+                            watch.check()
+                        except Expired:
+                            raise self._timed_out(limit, ctx) from None  # type: ignore[arg-type]
+                        raise
+                    finally:
+                        watch.disarm()
+                if chunk is _DONE:
+                    break
+                yield await self.to_host(api, chunk) if on_device else chunk
+        finally:
+            if watch is not None:
+                watch.close()
+            ctx.cancel()
+            with contextlib.suppress(Exception):
+                if api.is_async:
+                    await gen.aclose()
+                else:
+                    await loop.run_in_executor(self.executor, gen.close)
+
+    async def _within(self, limit: float | None, awaitable, ctx: Context) -> Any:
+        """Await `awaitable` within `limit` seconds, else DeadlineExceeded."""
+        if limit is None:
+            return await awaitable
+        try:
+            return await self._deadlines.run(limit, awaitable)
+        except Expired:
+            raise self._timed_out(limit, ctx) from None
+
+    async def to_host(self, api: APISpec, value: Any) -> Any:
+        """Move every device tensor of an output to the host in one batched transfer.
+
+        The copies end in a device synchronisation, so they run in the thread pool,
+        never on the event loop; an output without device tensors returns at once.
+        """
+        codec = api.output.codec
+        if not codec.has_tensors:
+            return value
+        tensors = codec.iter_tensors(value)
+        if not tensors:
+            return value
+        from ..codecs import transfer
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, transfer.outputs_to_host, value,
+                                          tensors)
+
+
+def _argument_layout(api: APISpec) -> Callable[[dict[str, Any], Context], tuple[tuple, dict]]:
+    """How validated arguments map onto the method's parameters, decided once."""
+    ctx_name = api.context_param
+    if api.is_root:
+        root = api.root_field.name
+        if ctx_name is None:
+            return lambda kwargs, ctx: ((kwargs[root],), {})
+        if api.context_positional:
+            return lambda kwargs, ctx: ((kwargs[root], ctx), {})
+        return lambda kwargs, ctx: ((kwargs[root],), {ctx_name: ctx})
+    if ctx_name is None:
+        return lambda kwargs, ctx: ((), kwargs)
+    if api.context_positional:
+        return lambda kwargs, ctx: ((ctx,), kwargs)
+
+    def with_context(kwargs: dict[str, Any], ctx: Context) -> tuple[tuple, dict]:
+        kwargs[ctx_name] = ctx
+        return (), kwargs
+
+    return with_context

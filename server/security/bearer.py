@@ -1,0 +1,42 @@
+"""Bearer-token authentication, shared by both transports.
+
+The HTTP middleware reads the `Authorization` header, the gRPC interceptor the
+`authorization` metadata; both ask `BearerAuth.allows(value)`, which compares in
+constant time (`hmac.compare_digest`). Refusals carry a fixed message: neither the
+expected nor the offered token is ever echoed or logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from ..errors import Unauthenticated
+
+HEALTH_PATHS = frozenset({"/livez", "/readyz", "/healthz"})
+METRICS_PATH = "/metrics"
+GRPC_HEALTH_SERVICE = "grpc.health.v1.Health"
+
+
+class BearerAuth:
+    """The expected token of this server."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self, token: str) -> None:
+        self._token = token.strip().encode()
+
+    def __repr__(self) -> str:  # never the token
+        return "BearerAuth(<token>)"
+
+    def allows(self, authorization: str | None) -> bool:
+        if not authorization:
+            return False
+        scheme, _, offered = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(offered.strip().encode("utf-8", "replace"), self._token)
+
+    @staticmethod
+    def refusal() -> Unauthenticated:
+        return Unauthenticated("missing or invalid bearer token",
+                               headers={"WWW-Authenticate": 'Bearer realm="tensorwire"'})
