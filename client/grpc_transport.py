@@ -30,6 +30,7 @@ from ..errors import (
     TensorwireError,
     error_from_grpc,
 )
+from ..wire.status import violations_from_status
 from .api import RemoteAPI, RemoteField
 from .files import ClientFiles
 from .options import CallOptions, with_retries
@@ -320,8 +321,6 @@ def _serialize(msg: Any) -> bytes:
 
 def _violations(trailing: list[tuple[str, Any]]) -> list[Any]:
     from google.rpc import status_pb2
-
-    from ..wire.status import violations_from_status
 
     for key, value in trailing:
         if key == "grpc-status-details-bin" and isinstance(value, bytes):

@@ -17,7 +17,6 @@ from typing import Any
 
 import aiohttp
 
-from .. import __version__
 from ..errors import (
     ERROR_KIND_HEADER,
     ClientError,
@@ -26,13 +25,14 @@ from ..errors import (
     TensorwireError,
     error_from_http,
 )
+from ..version import __version__
+from ..wire.sse import SSEDecoder
 from . import values
 from .api import RemoteAPI, RemoteField
 from .files import ClientFiles
 from .jsonkinds import Body, JsonKind, ListKind, ObjectKind, schema_kind
 from .options import CallOptions, with_retries
 from .response import PartPayload, ResponsePayload, media_type_of
-from .sse import SSEDecoder
 from .target import Target
 
 _ROOT_KEYS = ("root_input", "root_field")

@@ -21,9 +21,9 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
-from ..codecs import FieldError
 from ..errors import InvalidArgument
 from ..wire import wellknown as wkt
+from ..wire.field_error import FieldError, invalid_argument
 from . import values
 
 Loc = tuple[str | int, ...]
@@ -117,8 +117,6 @@ def _adapter(tp: type) -> Any:
 def lax(tp: Any, value: Any, loc: Loc) -> Any:
     """`value` as `tp` under pydantic's lax rules, or the server's InvalidArgument."""
     from pydantic import ValidationError
-
-    from ..contract.descriptor import invalid_argument
 
     try:
         return _adapter(tp).validate_python(value)

@@ -19,6 +19,7 @@ import io
 import math
 from typing import Any
 
+from .. import v1
 from ..errors import ClientError, InvalidArgument
 from . import jsonkinds, protokinds
 from .response import Payload
@@ -81,8 +82,6 @@ def loads_npy(data: bytes) -> Any:
 
 
 def _dtype_enum() -> Any:
-    from .. import v1
-
     return v1.DType
 
 

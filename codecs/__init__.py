@@ -1,12 +1,16 @@
 """Codecs: one module per family of Python types, each the sole owner of its wire forms.
 
 `codec_for(annotation)` finds the codec for a type; `pydantic_annotation(annotation)`
-gives the annotation an API's validation model declares for it.
+gives the annotation an API's validation model declares for it. A codec's core is in
+`core`, its per-wire facets in `http_facet` and `proto_facet`.
 """
 
-from .base import MISSING, Codec, FieldError, HttpBody, JsonText, ProtoType, UnsupportedBody
+from ..wire.field_error import FieldError
+from .core import MISSING, REPLY, Codec, Scope
+from .http_facet import HttpBody, JsonText, UnsupportedBody
+from .markers import CodecMarker
+from .proto_facet import ProtoType
 from .registry import (
-    CodecMarker,
     Family,
     class_named,
     codec_for,
@@ -16,6 +20,7 @@ from .registry import (
 
 __all__ = [
     "MISSING",
+    "REPLY",
     "Codec",
     "CodecMarker",
     "Family",
@@ -23,6 +28,7 @@ __all__ = [
     "HttpBody",
     "JsonText",
     "ProtoType",
+    "Scope",
     "UnsupportedBody",
     "class_named",
     "codec_for",

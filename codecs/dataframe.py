@@ -18,19 +18,23 @@ from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+from pydantic_core import PydanticCustomError
+from pydantic_core import core_schema as cs
 
 from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 from ..wire import dtypes
 from ..wire import tensors as prototensor
-from .base import Codec, FieldError, ProtoBuilder, ProtoType
-from .registry import CodecMarker
+from ..wire.field_error import FieldError
+from .core import Codec, Scope
+from .http_facet import HttpFacet
+from .jsonarray import cast
+from .markers import CodecMarker
+from .proto_facet import MessageProto
 
 _FORMAT = "pandas-dataframe"
 
 
 def _custom(type_: str, msg: str) -> Exception:
-    from pydantic_core import PydanticCustomError
-
     return PydanticCustomError(type_, "{msg}", {"msg": msg})
 
 
@@ -53,8 +57,6 @@ class FrameSchema(CodecMarker):
 class DataFrameCodec(Codec):
     """`pandas.DataFrame`: records or columns in JSON, `tensorwire.v1.DataFrame` in gRPC."""
 
-    element_is_message = True
-
     def __init__(self, python_type: Any, schema: DataframeSchema,
                  metadata: tuple[Any, ...] = ()) -> None:
         self.schema = schema
@@ -64,14 +66,15 @@ class DataFrameCodec(Codec):
         if unknown:
             raise TypeError(f"DataframeSchema dtypes name undeclared columns {sorted(unknown)}")
         super().__init__(python_type, Annotated[(pd.DataFrame, FrameSchema(self), *metadata)])
+        self.http = HttpFacet(self)
+        self.proto = FrameProto(self, "tensorwire.v1.DataFrame")
+        self.batch = FRAME_BATCHING
 
     def __repr__(self) -> str:
         return f"DataFrameCodec({self.schema})"
 
     # ----------------------------------------------------------------- pydantic
     def core_schema(self) -> Any:
-        from pydantic_core import core_schema as cs
-
         cell = cs.no_info_plain_validator_function(_cell)
         if self.schema.orient == "records":
             row = (cs.typed_dict_schema(
@@ -205,21 +208,24 @@ class DataFrameCodec(Codec):
         spec = self.casts.get(column)
         return {"type": spec.json_type} if spec is not None else {}
 
-    # ----------------------------------------------------------------- protobuf
-    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
-        return ProtoType.message(builder.well_known("tensorwire.v1.DataFrame"))
 
-    def from_proto(self, raw: Any) -> Any:
+class FrameProto(MessageProto):
+    """A `tensorwire.v1.DataFrame`: column names and one 1-D tensor per column."""
+
+    codec: DataFrameCodec
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
+        columns = self.codec.columns
         names = list(raw.columns)
         if len(names) != len(raw.data):
             raise FieldError(f"{len(names)} column names but {len(raw.data)} column tensors",
                              type="dataframe_columns")
-        if self.columns is not None:
-            for c in self.columns:
+        if columns is not None:
+            for c in columns:
                 if c not in names:
                     raise FieldError("Field required", loc=(c,), type="missing")
             for c in names:
-                if c not in self.columns:
+                if c not in columns:
                     raise FieldError("Extra inputs are not permitted", loc=(c,),
                                      type="extra_forbidden")
         data: dict[str, np.ndarray] = {}
@@ -253,8 +259,9 @@ class DataFrameCodec(Codec):
                                  type="dataframe_index")
         return pd.DataFrame(data, columns=names, index=index)
 
-    def fill_proto(self, value: Any, msg: Any) -> None:
-        frame = value if isinstance(value, pd.DataFrame) else self.adapter.validate_python(value)
+    def fill(self, value: Any, msg: Any) -> None:
+        frame = value if isinstance(value, pd.DataFrame) else self.codec.adapter.validate_python(
+            value)
         msg.SetInParent()
         for name in frame.columns:
             column = frame[name]
@@ -268,24 +275,28 @@ class DataFrameCodec(Codec):
         if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
             prototensor.fill(_wire_column("index", index.to_series()), msg.index)
 
-    # ----------------------------------------------------------------- batching
-    supports_batching = True
 
-    def batch_len(self, value: Any, dim: int) -> int:
+class FrameBatching:
+    """DataFrames batch along their rows; the pieces get a fresh 0..n-1 index."""
+
+    def size(self, value: Any, dim: int) -> int:
         if dim != 0:
             raise FieldError(f"a DataFrame batches along its rows (dimension 0), not {dim}",
                              type="batch_dim")
         return len(value)
 
-    def batch_concat(self, values: list[Any], dim: int) -> Any:
+    def concat(self, values: list[Any], dim: int) -> Any:
         return pd.concat(values, axis=0, ignore_index=True)
 
-    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
         out, start = [], 0
         for n in sizes:
             out.append(value.iloc[start:start + n].reset_index(drop=True))
             start += n
         return out
+
+
+FRAME_BATCHING = FrameBatching()
 
 
 def _cell(value: Any) -> Any:
@@ -340,8 +351,6 @@ def _cast(name: str, column: pd.Series, spec: dtypes.DTypeSpec) -> pd.Series:
             raise FieldError(f"column {name!r} must hold strings, got {values.dtype}",
                              type="dataframe_dtype")
         return column
-    from .jsonarray import cast
-
     if values.dtype == object:
         raise FieldError(f"column {name!r} must hold {spec.name} values, got strings",
                          type="dataframe_dtype")

@@ -21,21 +21,26 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Annotated, Any, BinaryIO
 
+from pydantic_core import core_schema as cs
+
 from ..validators import ContentType
-from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
+from .core import Codec, Scope
+from .http_facet import HttpBody, HttpFacet, Part, UnsupportedBody
+from .markers import CodecMarker, take_content_type
 from .media import (
     OCTET_STREAM,
     SNIFF_BYTES,
     canonical,
+    check_media,
     content_disposition,
     disposition_for,
     guess_from_name,
     resolve_media_type,
     safe_suffix,
     sniff,
-    spellings,
+    unsupported_to_field_error,
 )
-from .registry import CodecMarker, take_content_type
+from .proto_facet import MessageProto
 
 CHUNK = 256 * 1024
 
@@ -49,40 +54,6 @@ class UploadInfo:
     media_type: str
     claimed_media_type: str | None
     size: int
-
-
-def accepts(content_type: ContentType | None, media_type: str) -> bool:
-    """Whether a resolved media type passes a ContentType, alias spellings included."""
-    if content_type is None:
-        return True
-    return any(content_type.matches(name) for name in spellings(media_type))
-
-
-def check_media(content_type: ContentType | None, media_type: str, claimed: str | None
-                ) -> None:
-    """Raise UnsupportedBody when the content is not of an accepted media type."""
-    if accepts(content_type, media_type):
-        return
-    assert content_type is not None
-    said = canonical(claimed)
-    how = f" (sent as {said})" if said and said != media_type else ""
-    raise UnsupportedBody(f"{media_type}{how}", content_type.pattern)
-
-
-def unsupported_to_field_error(exc: UnsupportedBody) -> FieldError:
-    """The gRPC form of a media-type mismatch: a field violation (INVALID_ARGUMENT)."""
-    return FieldError(f"unsupported media type {exc.media_type}; expected {exc.accepted}",
-                      type="content_type")
-
-
-def _request_dir(ctx: Any) -> Path:
-    if ctx is None:
-        # Client side (a response's file) or no request at all: a private directory the
-        # caller owns, as a downloaded file would be.
-        import tempfile
-
-        return Path(tempfile.mkdtemp(prefix="tensorwire-file-"))
-    return ctx.temp_dir
 
 
 def _upload_name(directory: Path, suffix: str) -> Path:
@@ -99,9 +70,8 @@ def _final_suffix(filename: str | None, claimed: str | None, media_type: str) ->
     return safe_suffix(None, media_type) or client
 
 
-def _remember(ctx: Any, path: Path, info: UploadInfo) -> None:
-    if ctx is not None:
-        ctx.state.setdefault("uploads", {})[path] = info
+def _remember(scope: Scope, path: Path, info: UploadInfo) -> None:
+    scope.state.setdefault("uploads", {})[path] = info
 
 
 def _read_head(path: Path) -> bytes:
@@ -119,8 +89,6 @@ class PathMarker(CodecMarker):
         return f"PathMarker({self.codec.content_type})"
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema as cs
-
         def from_json(value: Any) -> Any:
             raise ValueError("a file cannot be sent inside JSON: send it as a "
                              "multipart/form-data part (or a tensorwire.v1.File over gRPC)")
@@ -137,23 +105,83 @@ class PathMarker(CodecMarker):
         return self.codec.json_schema(handler.mode)
 
 
+class FileProto(MessageProto):
+    """A `tensorwire.v1.File`: content, content type and file name."""
+
+    codec: FileCodec
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
+        codec = self.codec
+        content = bytes(raw.content)
+        claimed = raw.content_type or None
+        filename = raw.filename or None
+        media_type = resolve_media_type(content[:SNIFF_BYTES], claimed, filename)
+        try:
+            check_media(codec.content_type, media_type, claimed)
+        except UnsupportedBody as exc:
+            raise unsupported_to_field_error(exc) from None
+        path = _upload_name(scope.temp_dir, _final_suffix(filename, claimed, media_type))
+        path.write_bytes(content)
+        _remember(scope, path, UploadInfo(filename, media_type, claimed, len(content)))
+        return path
+
+    def fill(self, value: Any, msg: Any) -> None:
+        path = Path(value)
+        msg.content = path.read_bytes()
+        msg.content_type = self.codec.media_type_of(path)
+        msg.filename = path.name
+
+
+class FileHttp(HttpFacet):
+    """A multipart part or raw body spooled to disk; a streamed file response out."""
+
+    codec: FileCodec
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
+        return await self.store(body, scope)
+
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
+        return await self.store(part, scope)
+
+    async def store(self, part: Part, scope: Scope) -> Path:
+        """Spool a part to disk, then check what it is (its bytes, not its label)."""
+        directory = scope.temp_dir
+        tmp = _upload_name(directory, ".part")
+        try:
+            size = await part.save(tmp)
+            media_type = resolve_media_type(_read_head(tmp), part.media_type, part.filename)
+            check_media(self.codec.content_type, media_type, part.media_type)
+            path = _upload_name(directory,
+                                _final_suffix(part.filename, part.media_type, media_type))
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _remember(scope, path, UploadInfo(part.filename, media_type, part.media_type, size))
+        return path
+
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        path = Path(value)
+        return file_response(path, self.codec.media_type_of(path))
+
+    def encode_chunk(self, value: Any) -> bytes:
+        return self.codec.adapter.dump_json(value)
+
+
 class FileCodec(Codec):
     """`pathlib.Path` (and `Annotated[Path, ContentType(...)]`): a file on every wire."""
 
-    is_file = True
-    element_is_message = True
-
     def __init__(self, python_type: Any, content_type: ContentType | None,
                  extra: tuple[Any, ...] = ()) -> None:
-        super().__init__(python_type)
+        super().__init__(python_type, Annotated[(Path, PathMarker(self), *extra)])
         self.content_type = content_type
-        self.annotation = Annotated[(Path, PathMarker(self), *extra)]
         pattern = content_type.pattern if content_type else None
         #: One concrete declared type (no wildcard, no list): used as is for outputs.
         self.declared = canonical(pattern) if pattern and not any(
             c in pattern for c in "*?[,") else None
-        self.body_media = pattern or OCTET_STREAM  # type: ignore[misc]
-        self.output_media = self.declared or OCTET_STREAM  # type: ignore[misc]
+        self.http = FileHttp(self, body_media=pattern or OCTET_STREAM,
+                             output_media=self.declared or OCTET_STREAM, is_file=True)
+        self.proto = FileProto(self, "tensorwire.v1.File")
 
     def __repr__(self) -> str:
         return f"FileCodec({self.content_type})"
@@ -168,60 +196,6 @@ class FileCodec(Codec):
             out["content_type"] = self.content_type.pattern
         return out
 
-    # ----------------------------------------------------------------- protobuf
-    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
-        return ProtoType.message(builder.well_known("tensorwire.v1.File"))
-
-    def from_proto(self, raw: Any) -> Any:
-        from ..context import current_context
-
-        return self.store_proto(raw, current_context())
-
-    def store_proto(self, raw: Any, ctx: Any) -> Path:
-        content = bytes(raw.content)
-        claimed = raw.content_type or None
-        filename = raw.filename or None
-        media_type = resolve_media_type(content[:SNIFF_BYTES], claimed, filename)
-        try:
-            check_media(self.content_type, media_type, claimed)
-        except UnsupportedBody as exc:
-            raise unsupported_to_field_error(exc) from None
-        path = _upload_name(_request_dir(ctx), _final_suffix(filename, claimed, media_type))
-        path.write_bytes(content)
-        _remember(ctx, path, UploadInfo(filename, media_type, claimed, len(content)))
-        return path
-
-    def fill_proto(self, value: Any, msg: Any) -> None:
-        path = Path(value)
-        msg.content = path.read_bytes()
-        msg.content_type = self.media_type_of(path)
-        msg.filename = path.name
-
-    # ----------------------------------------------------------------- HTTP in
-    async def decode_body(self, body: Part, ctx: Any) -> Any:
-        return await self.store_part(body, ctx)
-
-    async def decode_part(self, part: Part, ctx: Any) -> Any:
-        return await self.store_part(part, ctx)
-
-    async def store_part(self, part: Part, ctx: Any) -> Path:
-        """Spool a part to disk, then check what it is (its bytes, not its label)."""
-        directory = _request_dir(ctx)
-        tmp = _upload_name(directory, ".part")
-        try:
-            size = await part.save(tmp)
-            media_type = resolve_media_type(_read_head(tmp), part.media_type, part.filename)
-            check_media(self.content_type, media_type, part.media_type)
-            path = _upload_name(directory,
-                                _final_suffix(part.filename, part.media_type, media_type))
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _remember(ctx, path, UploadInfo(part.filename, media_type, part.media_type, size))
-        return path
-
-    # ----------------------------------------------------------------- HTTP out
     def media_type_of(self, path: Path) -> str:
         """An output file's media type: declared, else by extension, else by content."""
         if self.declared:
@@ -233,12 +207,6 @@ class FileCodec(Codec):
             return sniff(_read_head(path)) or OCTET_STREAM
         except OSError:
             return OCTET_STREAM
-
-    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        return file_response(Path(value), self.media_type_of(Path(value)))
-
-    def encode_chunk(self, value: Any) -> bytes:
-        return self.adapter.dump_json(value)
 
 
 def file_response(path: Path, media_type: str, filename: str | None = None) -> HttpBody:
@@ -268,10 +236,6 @@ async def _chunks(f: BinaryIO) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         f.close()
-
-
-def is_path_type(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, PurePath)
 
 
 def build(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:

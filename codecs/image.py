@@ -19,26 +19,38 @@ PIL is imported the first time a service declares an Image, never by `import ten
 from __future__ import annotations
 
 import io
+import mimetypes
 import os
 import warnings
 from typing import Annotated, Any
 
+from PIL import Image, UnidentifiedImageError
+from pydantic_core import core_schema as cs
+
 from ..validators import ContentType
-from .base import Codec, FieldError, HttpBody, Part, ProtoBuilder, ProtoType, UnsupportedBody
-from .files import accepts, check_media, unsupported_to_field_error
-from .media import SNIFF_BYTES, canonical, content_disposition, resolve_media_type, sniff
-from .registry import CodecMarker, take_content_type
+from ..wire.field_error import FieldError
+from .core import Codec, Scope
+from .http_facet import HttpBody, HttpFacet, Part, UnsupportedBody
+from .markers import CodecMarker, take_content_type
+from .media import (
+    SNIFF_BYTES,
+    accepts,
+    canonical,
+    check_media,
+    content_disposition,
+    resolve_media_type,
+    sniff,
+    unsupported_to_field_error,
+)
+from .proto_facet import MessageProto
 
 ENV_MAX_PIXELS = "TENSORWIRE_MAX_IMAGE_PIXELS"
 DEFAULT_OUTPUT_FORMAT = "PNG"
 
 
-def max_pixels(ctx: Any) -> int | None:
+def max_pixels(scope: Scope) -> int | None:
     """The pixel limit of one decode (None: no limit beyond PIL's own)."""
-    from PIL import Image
-
-    limits = getattr(ctx, "limits", None) or {}
-    value = limits.get("max_image_pixels")
+    value = scope.limits.get("max_image_pixels")
     if value is None:
         value = os.environ.get(ENV_MAX_PIXELS)
     if value is None:
@@ -49,8 +61,6 @@ def max_pixels(ctx: Any) -> int | None:
 
 def decode_image(data: bytes, limit: int | None) -> Any:
     """PIL image from bytes, fully loaded; FieldError for anything that is not one."""
-    from PIL import Image, UnidentifiedImageError
-
     if not data:
         raise FieldError("the image is empty", type="image")
     try:
@@ -83,8 +93,6 @@ def decode_image(data: bytes, limit: int | None) -> Any:
 
 def encode_image(image: Any, format: str | None = None) -> tuple[bytes, str]:
     """(bytes, media type) of an image, in its own format, else PNG."""
-    from PIL import Image
-
     fmt = (format or getattr(image, "format", None) or DEFAULT_OUTPUT_FORMAT).upper()
     buf = io.BytesIO()
     try:
@@ -109,9 +117,6 @@ class ImageMarker(CodecMarker):
         return "ImageMarker()"
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        from PIL import Image
-        from pydantic_core import core_schema as cs
-
         def from_json(value: Any) -> Any:
             raise ValueError("an image cannot be sent inside JSON: send it as a "
                              "multipart/form-data part, a raw body or a tensorwire.v1.File")
@@ -132,29 +137,62 @@ class ImageMarker(CodecMarker):
         return out
 
 
+class ImageProto(MessageProto):
+    """A `tensorwire.v1.File` holding the encoded image."""
+
+    codec: ImageCodec
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
+        try:
+            return self.codec.decode(bytes(raw.content), raw.content_type or None,
+                                     raw.filename or None, scope)
+        except UnsupportedBody as exc:
+            raise unsupported_to_field_error(exc) from None
+
+    def fill(self, value: Any, msg: Any) -> None:
+        data, media_type = encode_image(value)
+        msg.content = data
+        msg.content_type = media_type
+        msg.filename = "image" + _extension(media_type)
+
+
+class ImageHttp(HttpFacet):
+    """A raw body or part, read whole (within the limits) and decoded; an image out."""
+
+    codec: ImageCodec
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
+        return self.codec.decode(await body.read(), body.media_type, body.filename, scope)
+
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
+        return self.codec.decode(await part.read(), part.media_type, part.filename, scope)
+
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        data, media_type = encode_image(value)
+        disposition = content_disposition("inline", "image" + _extension(media_type))
+        return HttpBody(data, media_type, headers={"Content-Disposition": disposition})
+
+    def encode_chunk(self, value: Any) -> bytes:
+        raise FieldError("images cannot be streamed as server-sent events")
+
+
 class ImageCodec(Codec):
     """`PIL.Image.Image`, optionally `Annotated[Image.Image, ContentType("image/png")]`."""
 
-    is_file = True
-    element_is_message = True
-    body_media = "image/*"
-    output_media = "image/*"
-
     def __init__(self, python_type: Any, content_type: ContentType | None,
                  extra: tuple[Any, ...] = ()) -> None:
-        from PIL import Image
-
-        super().__init__(python_type)
+        super().__init__(python_type, Annotated[(Image.Image, ImageMarker(self), *extra)])
         self.content_type = content_type
-        self.annotation = Annotated[(Image.Image, ImageMarker(self), *extra)]
-        if content_type is not None:
-            self.body_media = content_type.pattern  # type: ignore[misc]
+        body_media = content_type.pattern if content_type is not None else "image/*"
+        self.http = ImageHttp(self, body_media=body_media, output_media="image/*",
+                              is_file=True)
+        self.proto = ImageProto(self, "tensorwire.v1.File")
 
     def __repr__(self) -> str:
         return f"ImageCodec({self.content_type})"
 
-    def _decode(self, data: bytes, claimed: str | None, filename: str | None, ctx: Any
-                ) -> Any:
+    def decode(self, data: bytes, claimed: str | None, filename: str | None, scope: Scope
+               ) -> Any:
         """Decode, checking the ContentType against what the bytes are.
 
         The sniffer refuses plain mismatches before any decoding; PIL, which knows more
@@ -165,53 +203,15 @@ class ImageCodec(Codec):
             sniffed = sniff(data[:SNIFF_BYTES])
             if sniffed is not None and not accepts(ct, sniffed):
                 check_media(ct, sniffed, claimed)
-        image = decode_image(data, max_pixels(ctx))
+        image = decode_image(data, max_pixels(scope))
         if ct is not None:
-            from PIL import Image
-
             real = canonical(Image.MIME.get((image.format or "").upper(), ""))
             check_media(ct, real or resolve_media_type(data[:SNIFF_BYTES], claimed, filename),
                         claimed)
         return image
 
-    # ----------------------------------------------------------------- protobuf
-    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
-        return ProtoType.message(builder.well_known("tensorwire.v1.File"))
-
-    def from_proto(self, raw: Any) -> Any:
-        from ..context import current_context
-
-        try:
-            return self._decode(bytes(raw.content), raw.content_type or None,
-                                raw.filename or None, current_context())
-        except UnsupportedBody as exc:
-            raise unsupported_to_field_error(exc) from None
-
-    def fill_proto(self, value: Any, msg: Any) -> None:
-        data, media_type = encode_image(value)
-        msg.content = data
-        msg.content_type = media_type
-        msg.filename = "image" + _extension(media_type)
-
-    # ----------------------------------------------------------------- HTTP
-    async def decode_body(self, body: Part, ctx: Any) -> Any:
-        return self._decode(await body.read(), body.media_type, body.filename, ctx)
-
-    async def decode_part(self, part: Part, ctx: Any) -> Any:
-        return self._decode(await part.read(), part.media_type, part.filename, ctx)
-
-    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        data, media_type = encode_image(value)
-        disposition = content_disposition("inline", "image" + _extension(media_type))
-        return HttpBody(data, media_type, headers={"Content-Disposition": disposition})
-
-    def encode_chunk(self, value: Any) -> bytes:
-        raise FieldError("images cannot be streamed as server-sent events")
-
 
 def _extension(media_type: str) -> str:
-    import mimetypes
-
     return mimetypes.guess_extension(media_type, strict=False) or ""
 
 

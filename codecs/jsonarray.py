@@ -19,10 +19,11 @@ import math
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ..wire import dtypes
 from ..wire.dtypes import DTypeSpec
-from .base import FieldError
+from ..wire.field_error import FieldError
 
 _NONFINITE = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
               "-Infinity": -math.inf, "-inf": -math.inf}
@@ -201,8 +202,6 @@ def dumps(array: np.ndarray) -> bytes | None:
         if array.size and not np.isfinite(array).all():
             return None
         array = array.astype(np.float64)
-    import orjson
-
     return orjson.dumps(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")),
                         option=orjson.OPT_SERIALIZE_NUMPY)
 

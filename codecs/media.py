@@ -15,6 +15,10 @@ import re
 import urllib.parse
 from pathlib import PurePath
 
+from ..validators import ContentType
+from ..wire.field_error import FieldError
+from .http_facet import UnsupportedBody
+
 #: How many leading bytes `sniff` looks at.
 SNIFF_BYTES = 512
 
@@ -274,3 +278,30 @@ def content_disposition(disposition: str, filename: str | None) -> str:
 def disposition_for(media_type: str) -> str:
     """Images are shown by the browser (`inline`); anything else is downloaded."""
     return "inline" if canonical(media_type).startswith("image/") else "attachment"
+
+
+# ---------------------------------------------------------------------- checks
+
+
+def accepts(content_type: ContentType | None, media_type: str) -> bool:
+    """Whether a resolved media type passes a ContentType, alias spellings included."""
+    if content_type is None:
+        return True
+    return any(content_type.matches(name) for name in spellings(media_type))
+
+
+def check_media(content_type: ContentType | None, media_type: str, claimed: str | None
+                ) -> None:
+    """Raise UnsupportedBody when the content is not of an accepted media type."""
+    if accepts(content_type, media_type):
+        return
+    assert content_type is not None
+    said = canonical(claimed)
+    how = f" (sent as {said})" if said and said != media_type else ""
+    raise UnsupportedBody(f"{media_type}{how}", content_type.pattern)
+
+
+def unsupported_to_field_error(exc: UnsupportedBody) -> FieldError:
+    """The gRPC form of a media-type mismatch: a field violation (INVALID_ARGUMENT)."""
+    return FieldError(f"unsupported media type {exc.media_type}; expected {exc.accepted}",
+                      type="content_type")

@@ -12,7 +12,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from .base import HttpBody
+from .http_facet import JSON, HttpBody
 
 _CRLF = b"\r\n"
 
@@ -81,13 +81,13 @@ async def _stream(items: list[tuple[bytes, HttpBody]], tail: bytes) -> AsyncIter
 
 def field_parts(name: str, codec: Any, value: Any, accept: str | None
                 ) -> list[tuple[str, HttpBody]]:
-    """The parts of one output field: files as themselves, other values as JSON."""
+    """The parts of one output field: files and tensors as themselves, the rest as JSON."""
     if value is None:
         return []
-    codec = getattr(codec, "inner", codec)  # Optional[X]: X, the value is not None
-    item = getattr(codec, "item", None)
-    if getattr(codec, "repeated_parts", False) and item is not None:
-        return [(name, item.encode_http(v, accept)) for v in value]
-    if codec.is_file or codec.has_tensors:
-        return [(name, codec.encode_http(value, accept))]
-    return [(name, HttpBody(codec.adapter.dump_json(value), "application/json"))]
+    http = codec.http
+    item = http.item
+    if http.repeated_parts and item is not None:
+        return [(name, item.encode(v, accept)) for v in value]
+    if http.is_file or codec.has_tensors:
+        return [(name, http.encode(value, accept))]
+    return [(name, HttpBody(codec.adapter.dump_json(value), JSON))]

@@ -15,42 +15,28 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
-from .base import Codec
-from .standard import (
+from pydantic import BaseModel, TypeAdapter
+from pydantic.errors import PydanticSchemaGenerationError
+
+from ..validators import ContentType, FieldNumber
+from .containers import ListCodec, MapCodec, OptionalCodec
+from .core import Codec
+from .jsonvalues import JsonListCodec, JsonValueCodec, StructCodec
+from .markers import FAMILY_MARKERS, CodecMarker
+from .models import ModelCodec
+from .scalars import (
     BytesCodec,
-    DatetimeCodec,
-    JsonListCodec,
-    JsonValueCodec,
-    ListCodec,
-    MapCodec,
-    ModelCodec,
-    OptionalCodec,
     ScalarCodec,
     StrCodec,
     StringFormCodec,
-    StructCodec,
-    TimedeltaCodec,
-    UnionCodec,
     enum_codec,
     literal_codec,
 )
-
-
-class CodecMarker:
-    """Annotated metadata that pins a codec (codecs put it in the annotations they build).
-
-    A rebuilt annotation such as `Annotated[np.ndarray, CodecMarker]` inside a model then
-    resolves to the very codec that built it.
-    """
-
-    codec: Codec
-
-
-#: Markers owned by some family; any other family seeing one raises TypeError.
-FAMILY_MARKERS = (Shape, DType, ContentType, DataframeSchema)
+from .temporal import DatetimeCodec, TimedeltaCodec
+from .unions import UnionCodec
 
 
 @dataclass(frozen=True)
@@ -132,28 +118,6 @@ def _reject_family_markers(base: Any, metadata: tuple[Any, ...]) -> None:
             raise TypeError(f"{type(m).__name__} does not apply to {_type_name(base)}")
 
 
-def take_content_type(metadata: tuple[Any, ...], label: str
-                      ) -> tuple[ContentType | None, tuple[Any, ...]]:
-    """A file family's one optional ContentType, and the metadata pydantic keeps.
-
-    Any other family marker on a file type is a definition-time TypeError.
-    """
-    content_type = None
-    extra = []
-    for m in metadata:
-        if isinstance(m, ContentType):
-            if content_type is not None:
-                raise TypeError(f"{label} takes one ContentType (list patterns with commas)")
-            content_type = m
-        elif isinstance(m, FieldNumber):
-            continue
-        elif isinstance(m, FAMILY_MARKERS):
-            raise TypeError(f"{type(m).__name__} does not apply to {label}")
-        else:
-            extra.append(m)
-    return content_type, tuple(extra)
-
-
 def _plain(metadata: tuple[Any, ...]) -> tuple[Any, ...]:
     """Metadata pydantic should see: minus FieldNumber and the family markers."""
     return tuple(m for m in metadata if not isinstance(m, (FieldNumber, *FAMILY_MARKERS)))
@@ -178,8 +142,6 @@ def _build(annotation: Any) -> Codec:
 
 
 def _union(base: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
-    from pydantic import BaseModel
-
     args = get_args(base)
     rest = [a for a in args if a is not type(None)]
     if len(rest) == 1 and len(rest) < len(args):
@@ -214,8 +176,6 @@ _MAPPINGS = (dict, cabc.Mapping, cabc.MutableMapping)
 
 
 def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any) -> Codec:
-    from pydantic import BaseModel
-
     if isinstance(base, type) and issubclass(base, bytes):
         return _bytes(base, metadata)
     _reject_family_markers(base, metadata)
@@ -274,7 +234,7 @@ def _sequence(base: Any, origin: Any) -> Codec:
         return JsonValueCodec(base)  # a heterogeneous tuple: a JSON array
     item = codec_for(args[0] if args else Any)
     if item.is_container:
-        if item.has_tensors or item.is_file:
+        if item.has_tensors or item.http.is_file:
             raise TypeError(f"{_type_name(base)}: nested containers of tensors or files "
                             "are not supported; use a tensor of higher rank")
         return JsonListCodec(base)
@@ -290,7 +250,7 @@ def _mapping(base: Any) -> Codec:
         return JsonValueCodec(base)
     value = codec_for(value_type)
     if value.is_container:
-        if value.has_tensors or value.is_file:
+        if value.has_tensors or value.http.is_file:
             raise TypeError(f"{_type_name(base)}: maps of containers of tensors or files "
                             "are not supported")
         return JsonValueCodec(base)
@@ -299,9 +259,6 @@ def _mapping(base: Any) -> Codec:
 
 def _fallback(base: type) -> Codec:
     """A type pydantic validates but we have no codec for: its JSON form on every wire."""
-    from pydantic import TypeAdapter
-    from pydantic.errors import PydanticSchemaGenerationError
-
     try:
         schema = TypeAdapter(base).json_schema()
     except (PydanticSchemaGenerationError, TypeError) as exc:
@@ -350,8 +307,6 @@ def pydantic_annotation(annotation: Any) -> Any:
 # Families of framework types, matched without importing the framework. The codec
 # modules that implement them register here as they land.
 def _register_builtin_families() -> None:
-    from pathlib import PurePath
-
     register_family(Family(
         "path", lambda tp: isinstance(tp, type) and issubclass(tp, PurePath),
         "tensorwire.codecs.files:build"))

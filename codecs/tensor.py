@@ -22,26 +22,20 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
+from pydantic_core import PydanticCustomError
+from pydantic_core import core_schema as cs
 
 from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 from ..wire import dtypes, npy
 from ..wire import tensors as prototensor
 from ..wire.dtypes import DTypeSpec
+from ..wire.field_error import FieldError
 from . import jsonarray
-from .base import (
-    MISSING,
-    FieldError,
-    HttpBody,
-    JsonText,
-    Part,
-    ProtoBuilder,
-    ProtoType,
-    UnsupportedBody,
-    is_json_media,
-)
-from .base import Codec as _Codec
+from .core import MISSING, Codec, Scope
 from .frameworks import NUMPY, TENSORFLOW, TORCH, Framework, framework_of
-from .registry import CodecMarker
+from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is_json_media
+from .markers import CodecMarker
+from .proto_facet import MessageProto
 
 _ACCEPTED_BODIES = "application/json or application/x-npy"
 
@@ -109,8 +103,6 @@ class TensorSchema(CodecMarker):
         return f"TensorSchema({self.codec.spec.describe()})"
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema as cs
-
         codec = self.codec
         return cs.json_or_python_schema(
             json_schema=cs.no_info_plain_validator_function(codec.validate_json),
@@ -124,27 +116,23 @@ class TensorSchema(CodecMarker):
 
 
 def _pydantic_error(exc: FieldError) -> Exception:
-    from pydantic_core import PydanticCustomError
-
     return PydanticCustomError(exc.type, "{msg}", {"msg": exc.msg})
 
 
-class TensorCodec(_Codec):
+class TensorCodec(Codec):
     """A tensor of one framework: nested lists in JSON, `tensorwire.v1.Tensor` in gRPC."""
 
-    element_is_message = True
-    raw_bytes_field = "data"
-    body_media = "application/json"
-    output_media = "application/json"
-    binary_media = (npy.NPY,)
+    #: Any tensor output may be (or hold) a CUDA torch tensor: the runtime asks.
+    has_tensors = True
 
     def __init__(self, python_type: Any, spec: TensorSpec, metadata: tuple[Any, ...] = ()
                  ) -> None:
         self.spec = spec
         base = get_origin(python_type) or python_type
         super().__init__(python_type, Annotated[(base, TensorSchema(self), *metadata)])
-        # Any tensor output may be (or hold) a CUDA torch tensor: the runtime asks.
-        self.has_tensors = True  # type: ignore[misc]
+        self.http = TensorHttp(self, binary_media=(npy.NPY,))
+        self.proto = TensorProto(self, "tensorwire.v1.Tensor")
+        self.batch = TensorBatching(spec)
 
     def __repr__(self) -> str:
         return f"TensorCodec({self.spec.describe()})"
@@ -171,8 +159,6 @@ class TensorCodec(_Codec):
                 return spec.framework.from_numpy(self._from_json(value))
         except FieldError as exc:
             raise _pydantic_error(exc) from None
-        from pydantic_core import PydanticCustomError
-
         raise PydanticCustomError(
             "tensor_type", "{msg}",
             {"msg": f"expected {spec.framework.label}, nested lists or a number, "
@@ -225,55 +211,70 @@ class TensorCodec(_Codec):
             schema["shape"] = list(spec.shape.dims)
         return schema
 
-    # ----------------------------------------------------------------- protobuf
-    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
-        return ProtoType.message(builder.well_known("tensorwire.v1.Tensor"))
+    # ----------------------------------------------------------------- device transfer
+    def iter_tensors(self, value: Any) -> list[Any]:
+        return [value] if TORCH.is_device_tensor(value) else []
 
-    def from_proto(self, raw: Any) -> Any:
+
+class TensorProto(MessageProto):
+    """A `tensorwire.v1.Tensor` whose `data` bypasses the protobuf runtime."""
+
+    codec: TensorCodec
+
+    def __init__(self, codec: TensorCodec, type_name: str) -> None:
+        super().__init__(codec, type_name)
+        self.raw_bytes_field = "data"
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
         return prototensor.to_numpy(raw)
 
-    def fill_proto(self, value: Any, msg: Any) -> None:
-        prototensor.fill(self.to_numpy(value), msg)
+    def fill(self, value: Any, msg: Any) -> None:
+        prototensor.fill(self.codec.to_numpy(value), msg)
 
-    def fill_proto_split(self, value: Any, msg: Any) -> Any | None:
+    def fill_split(self, value: Any, msg: Any) -> Any | None:
         msg.SetInParent()
-        return prototensor.fill(self.to_numpy(value), msg, split=True)
+        return prototensor.fill(self.codec.to_numpy(value), msg, split=True)
 
-    def from_proto_split(self, raw: Any, data: Any) -> Any:
+    def from_split(self, raw: Any, data: Any, scope: Scope) -> Any:
         return prototensor.to_numpy(raw, data=data)
 
-    # ----------------------------------------------------------------- HTTP
-    async def decode_body(self, body: Part, ctx: Any) -> Any:
+
+class TensorHttp(HttpFacet):
+    """Nested lists in JSON, or an `.npy` body or part; `.npy` out when Accept asks."""
+
+    codec: TensorCodec
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
         media = body.media_type
         if media == npy.NPY:
-            return npy.read(await body.read(), self.spec.dtype)
+            return npy.read(await body.read(), self.codec.spec.dtype)
         if media is None or is_json_media(media):
             data = await body.read()
             return JsonText(data) if data.strip() else MISSING
         raise UnsupportedBody(media, _ACCEPTED_BODIES)
 
-    async def decode_part(self, part: Part, ctx: Any) -> Any:
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
         if part.media_type == npy.NPY:
-            return npy.read(await part.read(), self.spec.dtype)
+            return npy.read(await part.read(), self.codec.spec.dtype)
         if part.media_type in (None, "text/plain") or is_json_media(part.media_type):
             return JsonText(await part.read())
         raise UnsupportedBody(part.media_type, _ACCEPTED_BODIES)
 
-    def encode_http(self, value: Any, accept: str | None) -> HttpBody:
-        array = self.to_numpy(value)
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        array = self.codec.to_numpy(value)
         if npy.wants(accept):
             return HttpBody(npy.write(array), npy.NPY)
         text = jsonarray.dumps(array)
         if text is None:  # NaN/inf, complex, strings, rank 0: the general path
-            text = self.adapter.dump_json(array)
+            text = self.codec.adapter.dump_json(array)
         return HttpBody(text, "application/json")
 
-    # ----------------------------------------------------------------- device transfer
-    def iter_tensors(self, value: Any) -> list[Any]:
-        return [value] if TORCH.is_device_tensor(value) else []
 
-    # ----------------------------------------------------------------- batching
-    supports_batching = True
+class TensorBatching:
+    """Tensors batch along any dimension, in their own framework (views on split)."""
+
+    def __init__(self, spec: TensorSpec) -> None:
+        self.spec = spec
 
     def _framework(self, value: Any) -> Framework:
         fw = framework_of(value)
@@ -281,17 +282,17 @@ class TensorCodec(_Codec):
             raise FieldError(f"expected {self.spec.describe()}, got {type(value).__name__}")
         return fw
 
-    def batch_len(self, value: Any, dim: int) -> int:
+    def size(self, value: Any, dim: int) -> int:
         shape = self._framework(value).shape(value)
         if not -len(shape) <= dim < len(shape):
             raise FieldError(f"a tensor of shape {format_shape(shape)} has no batch "
                              f"dimension {dim}", type="batch_dim")
         return shape[dim]
 
-    def batch_concat(self, values: list[Any], dim: int) -> Any:
+    def concat(self, values: list[Any], dim: int) -> Any:
         return self._framework(values[0]).concat(values, dim)
 
-    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
         return self._framework(value).split(value, sizes, dim)
 
 

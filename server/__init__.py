@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, validators
 from .context import Context
+from .contract.descriptor import ServiceSpec
 from .contract.iodescriptor import IODescriptor
-from .contract.sdk import ServiceSpec, api, get_service_spec, service
-
-__version__ = "0.1.0"
+from .contract.sdk import api, get_service_spec, service
+from .version import __version__ as __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import AsyncClient, SyncClient

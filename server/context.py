@@ -9,17 +9,16 @@ method raises).
 
 from __future__ import annotations
 
-import contextvars
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from .tempdirs import TempDirs, default_pool
+
 if TYPE_CHECKING:
     from concurrent.futures import Future
-
-    from .tempdirs import TempDirs
 
 #: What a transport hands to `Headers`: a mapping, pairs, or a function returning either.
 HeaderSource: TypeAlias = (
@@ -119,22 +118,16 @@ class ResponseInfo:
         self.headers: dict[str, str] = {}
 
 
-_CURRENT: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
-    "tensorwire_context", default=None)
-
-
-def current_context() -> Context | None:
-    """The Context of the request being decoded, where a codec is not handed one.
-
-    Reading a protobuf message gives codecs no context argument; a codec that must put
-    an uploaded file in the request's temp dir (or read a per-server limit) finds the
-    request here while the transport decodes inside `Context.active()`.
-    """
-    return _CURRENT.get()
-
-
 class Context:
-    """Per-request state injected into API methods that declare it."""
+    """Per-request state injected into API methods that declare it.
+
+    It is also the scope codecs decode a request in (`tensorwire.codecs.Scope`): the
+    transport hands it over, so an upload lands in `temp_dir` and a decoder sees the
+    server's `limits`.
+    """
+
+    #: Codecs decoding with this scope are reading a request (not a reply).
+    reading_request = True
 
     __slots__ = ("_cancelled", "_closed", "_lock", "_pending", "_temp_dir", "_temp_dirs",
                  "limits", "request", "response", "state")
@@ -168,8 +161,6 @@ class Context:
                 raise RuntimeError("the request has ended: its temp_dir is gone")
             if self._temp_dir is None:
                 if self._temp_dirs is None:
-                    from .tempdirs import default_pool
-
                     self._temp_dirs = default_pool()
                 self._temp_dir = self._temp_dirs.acquire()
             return self._temp_dir
@@ -181,10 +172,6 @@ class Context:
 
     def cancel(self) -> None:
         self._cancelled = True
-
-    def active(self) -> _Active:
-        """Make this the `current_context()` while a transport decodes the request."""
-        return _Active(self)
 
     def close_after(self, future: Future[Any]) -> None:
         """Defer `close()`'s cleanup until `future` (the method's thread) is done.
@@ -209,20 +196,3 @@ class Context:
             path, self._temp_dir = self._temp_dir, None
         if path is not None and self._temp_dirs is not None:
             self._temp_dirs.release(path)
-
-
-class _Active:
-    """`with ctx.active():` as a plain class: a generator-based context manager costs
-    about a microsecond more, on every gRPC request."""
-
-    __slots__ = ("_ctx", "_token")
-
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-
-    def __enter__(self) -> Context:
-        self._token = _CURRENT.set(self._ctx)
-        return self._ctx
-
-    def __exit__(self, *exc: object) -> None:
-        _CURRENT.reset(self._token)

@@ -9,46 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
-from .descriptor import APISpec
-from .signature import APIConfig, camel, read_api
+from ..naming import snake
+from .descriptor import APISpec, ServiceSpec
+from .signature import APIConfig, read_api
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _API_ATTR = "__tensorwire_api__"
 _SERVICE_ATTR = "__tensorwire_service__"
-
-
-@dataclass(eq=False)
-class ServiceSpec:
-    """A service: its name, its class and its APIs in declaration order."""
-
-    name: str
-    cls: type
-    apis: dict[str, APISpec]
-    doc: str | None = None
-    #: protobuf package of the generated .proto (default: the snake_case service name).
-    proto_package: str = ""
-    #: Free-form settings given to `@service(...)` (e.g. workers, traffic), kept for tools.
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def grpc_service_name(self) -> str:
-        """Fully-qualified gRPC service name, e.g. `iris.Iris`."""
-        return f"{self.proto_package}.{camel(self.name)}"
-
-    def by_route(self) -> dict[str, APISpec]:
-        return {a.route: a for a in self.apis.values()}
-
-
-def snake(name: str) -> str:
-    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
-    return re.sub(r"[^0-9a-zA-Z]+", "_", s).strip("_").lower()
 
 
 @overload

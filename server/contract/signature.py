@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections.abc as cabc
 import inspect
 import keyword
-import re
 import typing
 import warnings
 from dataclasses import dataclass
@@ -20,9 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 
 from ..codecs import codec_for, pydantic_annotation
+from ..codecs.containers import OptionalCodec
+from ..codecs.models import ModelCodec
 from ..codecs.registry import split_annotated
-from ..codecs.standard import ModelCodec, OptionalCodec
 from ..context import Context
+from ..naming import camel
 from ..validators import FieldNumber
 from .descriptor import APISpec, FieldSpec, OutputSpec
 
@@ -58,12 +59,6 @@ class APIConfig:
     batch_dim: int | tuple[int, int] = 0
     max_batch_size: int = 64
     max_latency_ms: float = 10.0
-
-
-def camel(name: str) -> str:
-    """snake_case or kebab-case -> CamelCase (protobuf message and rpc names)."""
-    parts = re.split(r"[^0-9A-Za-z]+", name)
-    return "".join(p[:1].upper() + p[1:] for p in parts if p)
 
 
 def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
@@ -203,9 +198,9 @@ def _check_batchable(fields: list[FieldSpec], output: OutputSpec, context_param:
     if context_param is not None:
         fail("a batchable API serves many requests per call, so it cannot take a Context",
              context_param)
-    if not any(f.codec.supports_batching for f in fields):
+    if not any(f.codec.batch is not None for f in fields):
         fail("batchable=True needs at least one list, tensor or DataFrame input to batch")
-    if not output.codec.supports_batching:
+    if output.codec.batch is None:
         fail("batchable=True needs a list, tensor or DataFrame return type to split back")
 
 

@@ -1,7 +1,7 @@
 """gRPC transport (grpc.aio): generic handlers over the generated message classes.
 
 Every API's request bytes are parsed here (so a malformed message is INVALID_ARGUMENT,
-not grpc's opaque INTERNAL), handed to the same `APISpec.decode_values` the HTTP path
+not grpc's opaque INTERNAL), handed to the same `Decoder.decode_values` the HTTP path
 uses, and the result encoded by the API's codec. Health and reflection are served over
 the service's private descriptor pool.
 """
@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from ..context import Context, Headers, RequestInfo
+from ..contract.decoding import Decoder
 from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
-from ..protobuf.descriptors import APIMessages, ServiceProto, service_proto
+from ..protobuf.descriptors import ServiceProto, service_proto
+from ..protobuf.messages import APIMessages
 from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
@@ -33,6 +37,7 @@ class GrpcEndpoint:
     def __init__(self, messages: APIMessages, runtime: ServiceRuntime) -> None:
         self.messages = messages
         self.api = messages.api
+        self.decoder = Decoder(messages.api)
         self.runtime = runtime
         self.admission = runtime.admission
 
@@ -47,8 +52,8 @@ class GrpcEndpoint:
 
     def _decode(self, data: bytes, ctx: Context) -> dict[str, Any]:
         msg = self.messages.parse_request(data)
-        with ctx.active():  # file codecs store uploads in ctx.temp_dir
-            return self.api.decode_values(self.messages.request_values(msg))
+        # ctx is the decode scope: file codecs store uploads in ctx.temp_dir
+        return self.decoder.decode_values(self.messages.request_values(msg, ctx))
 
     def _error(self, exc: BaseException, ctx: Context) -> TensorwireError:
         """`exc` in the error model (logged when it is not the client's fault)."""
@@ -163,9 +168,6 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
 def _add_infra_files(proto: ServiceProto) -> None:
     """Health and reflection descriptors join the private pool, so reflection can
     describe every service this server lists."""
-    from google.protobuf import descriptor_pb2
-    from grpc_reflection.v1alpha import reflection_pb2
-
     for module in (health_pb2, reflection_pb2):
         fp = descriptor_pb2.FileDescriptorProto()
         module.DESCRIPTOR.CopyToProto(fp)
@@ -178,7 +180,8 @@ def _add_infra_files(proto: ServiceProto) -> None:
 class GrpcServer:
     """A grpc.aio server carrying one service, health and reflection."""
 
-    def __init__(self, runtime: ServiceRuntime, settings: Settings | None = None) -> None:
+    def __init__(self, runtime: ServiceRuntime, settings: Settings | None = None,
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
         self.runtime = runtime
         self.settings = settings or runtime.settings
         self.proto = service_proto(runtime.spec)
@@ -188,15 +191,7 @@ class GrpcServer:
             ("grpc.max_send_message_length", self.settings.max_response_size),
             ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
         ]
-        interceptors = []
-        if self.settings.auth_token:
-            from ..security.bearer import GRPC_HEALTH_SERVICE, BearerAuth
-            from ..security.grpc import BearerInterceptor
-
-            open_services = [GRPC_HEALTH_SERVICE] if self.settings.auth_open_health else []
-            interceptors.append(BearerInterceptor(BearerAuth(self.settings.auth_token),
-                                                  open_services))
-        self.server = grpc.aio.server(options=options, interceptors=interceptors or None)
+        self.server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
         self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         _add_infra_files(self.proto)
@@ -205,11 +200,10 @@ class GrpcServer:
         reflection.enable_server_reflection(names, self.server, pool=self.proto.pool)
         self.port: int | None = None
 
-    def bind(self, host: str, port: int) -> int:
-        from ..security.tls import grpc_credentials
-
+    def bind(self, host: str, port: int,
+             credentials: grpc.ServerCredentials | None = None) -> int:
+        """Listen on host:port, with TLS when `credentials` are given."""
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        credentials = grpc_credentials(self.settings)
         if credentials is None:
             self.port = self.server.add_insecure_port(address)
         else:

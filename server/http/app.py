@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
+from ..telemetry import metrics
 from .docs import docs_asset, docs_page
 from .endpoint import HttpEndpoint
 from .responses import json_errors, unmatched
@@ -23,22 +24,10 @@ def _json(payload: object, status: int = 200) -> web.Response:
 def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
     settings = settings or runtime.settings
     spec = runtime.spec
-    # Middlewares only for what was configured: each one costs every request (see
-    # responses.json_errors, which gives router errors their JSON body without one).
-    middlewares = []
-    if settings.auth_token:
-        from ..security.bearer import BearerAuth
-        from ..security.http import auth_middleware, open_paths
-
-        middlewares.append(auth_middleware(
-            BearerAuth(settings.auth_token),
-            open_paths(settings.auth_open_health, settings.auth_open_metrics)))
-    app = web.Application(client_max_size=settings.max_request_size,
-                          middlewares=middlewares)
-    if settings.cors_origins:
-        from ..security.http import Cors
-
-        Cors(settings.cors_origins).install(app)
+    # Auth and CORS are installed by `tensorwire.security.http.secure_app` when they are
+    # configured: the default app has no middleware, each of which would cost every
+    # request (see responses.json_errors, which gives router errors their JSON body).
+    app = web.Application(client_max_size=settings.max_request_size)
     app[RUNTIME_KEY] = runtime
     for api in spec.apis.values():
         app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
@@ -71,7 +60,6 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     app.router.add_get("/readyz", json_errors(readyz))
     app.router.add_get("/healthz", json_errors(readyz))
     if settings.metrics:
-        from ..telemetry import metrics
 
         async def get_metrics(_: web.Request) -> web.Response:
             body, content_type = metrics.render()

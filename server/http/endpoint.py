@@ -15,9 +15,10 @@ import orjson
 from aiohttp import web
 
 from ..codecs import FieldError, HttpBody, UnsupportedBody
-from ..codecs.base import _LENIENT_JSON, is_json_media
+from ..codecs.http_facet import LENIENT_JSON, is_json_media
 from ..context import Context, Headers, RequestInfo
-from ..contract.descriptor import APISpec, invalid_argument
+from ..contract.decoding import Decoder
+from ..contract.descriptor import APISpec
 from ..errors import (
     Cancelled,
     InternalError,
@@ -29,6 +30,8 @@ from ..errors import (
 )
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
+from ..wire.field_error import invalid_argument
+from ..wire.sse import sse_event
 from .parts import BodyPart, MultipartPart, media_type_of
 from .responses import error_response, from_http_exception
 
@@ -45,15 +48,6 @@ _JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8",
                          "application/json;charset=utf-8", "application/json; charset=UTF-8"})
 
 
-def sse_event(data: bytes, event: str | None = None) -> bytes:
-    """One server-sent event; multi-line data becomes several `data:` lines."""
-    if event is None and b"\n" not in data and b"\r" not in data:  # the common chunk
-        return b"data: " + data + b"\n\n"
-    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    head = b"event: " + event.encode() + b"\n" if event else b""
-    return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
-
-
 def unsupported_media(name: str, exc: UnsupportedBody) -> UnsupportedMediaType:
     """415 naming the field, with the same detail shape as a validation error."""
     return UnsupportedMediaType(f"{name}: {exc}", detail=[
@@ -65,10 +59,11 @@ class HttpEndpoint:
 
     def __init__(self, api: APISpec, runtime: ServiceRuntime, settings: Settings) -> None:
         self.api = api
+        self.decoder = Decoder(api)
         self.runtime = runtime
         self.admission = runtime.admission
         self.settings = settings
-        self.codec = api.output.codec
+        self.output = api.output.codec.http
         self.max_size = settings.max_request_size
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
@@ -92,14 +87,14 @@ class HttpEndpoint:
         ctx = self.runtime.context(info)
         try:
             if self._plain_json(request):
-                kwargs = self.api.decode_json(await request.read())
+                kwargs = self.decoder.decode_json(await request.read())
             else:
                 kwargs = await self.decode(request, ctx)
             if self.api.output.stream:
                 resp = await self.stream(request, kwargs, ctx)
                 return resp
             result = await self.runtime.call(self.api, kwargs, ctx)
-            body = self.codec.encode_http(result, request.headers.get("Accept"))
+            body = self.output.encode(result, request.headers.get("Accept"))
             if isinstance(body.content, bytes | bytearray | memoryview):
                 resp = web.Response(status=ctx.response.status_code, body=body.content,
                                     headers=self._headers(body, ctx))
@@ -167,24 +162,24 @@ class HttpEndpoint:
         media = media_type_of(request.headers.get("Content-Type"))
         if media == _MULTIPART:
             values = await self.decode_multipart(request, ctx)
-            return api.decode_values(values)
+            return self.decoder.decode_values(values)
         if api.is_root:
             field = api.root_field
             body = BodyPart(request, field.name, self.max_size)
             try:
-                value = await field.codec.decode_body(body, ctx)
+                value = await field.codec.http.decode_body(body, ctx)
             except UnsupportedBody as exc:
                 raise unsupported_media(field.name, exc) from None
             except FieldError as exc:
                 raise invalid_argument(exc.under(field.name)) from None
-            return api.decode_root(value)
-        if media is not None and not is_json_media(media) and media not in _LENIENT_JSON:
+            return self.decoder.decode_root(value)
+        if media is not None and not is_json_media(media) and media not in LENIENT_JSON:
             accepted = "multipart/form-data" if api.has_files else "application/json"
             raise UnsupportedMediaType(f"unsupported media type {media}; this API takes "
                                        f"{accepted}")
         if api.has_files:
             raise UnsupportedMediaType(f"{api.name} takes files: send multipart/form-data")
-        return api.decode_json(await request.read())
+        return self.decoder.decode_json(await request.read())
 
     async def decode_multipart(self, request: web.Request, ctx: Context) -> dict[str, Any]:
         """Parts streamed one at a time; each goes to its field's codec."""
@@ -216,16 +211,16 @@ class HttpEndpoint:
                     raise InvalidArgument.at([part.name or "(unnamed)"],
                                              f"unexpected part; this API takes: {expected}",
                                              "extra_forbidden")
-                codec = field.codec
+                http = field.codec.http
                 try:
-                    if codec.repeated_parts:
+                    if http.repeated_parts:
                         values.setdefault(field.name, []).append(
-                            await codec.decode_part(part, ctx))
+                            await http.decode_part(part, ctx))
                     elif field.name in values:
                         raise InvalidArgument.at([field.name], "duplicated part",
                                                  "duplicate_part")
                     else:
-                        values[field.name] = await codec.decode_part(part, ctx)
+                        values[field.name] = await http.decode_part(part, ctx)
                 except UnsupportedBody as exc:
                     raise unsupported_media(field.name, exc) from None
                 except FieldError as exc:
@@ -241,11 +236,9 @@ class HttpEndpoint:
     # ------------------------------------------------------------------ outputs
     async def respond(self, request: web.Request, body: HttpBody, ctx: Context
                       ) -> web.StreamResponse:
-        headers = self._headers(body, ctx)
-        status = ctx.response.status_code
-        if isinstance(body.content, bytes | bytearray | memoryview):
-            return web.Response(status=status, body=body.content, headers=headers)
-        resp = web.StreamResponse(status=status, headers=headers)
+        """A streamed body (a file, a multipart answer); bytes are answered in `handle`."""
+        resp = web.StreamResponse(status=ctx.response.status_code,
+                                  headers=self._headers(body, ctx))
         if body.length is not None:
             resp.content_length = body.length
         try:
@@ -263,7 +256,7 @@ class HttpEndpoint:
                      ) -> web.StreamResponse:
         """Server-sent events, one per chunk, written as soon as the method yields it."""
         chunks = self.runtime.stream(self.api, kwargs, ctx)
-        encode = self.codec.encode_chunk
+        encode = self.output.encode_chunk
         try:
             # Failures before the first chunk still get a proper status code.
             first = await anext(chunks, _END)

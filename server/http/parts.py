@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
+from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
 from ..errors import PayloadTooLarge
 
@@ -91,7 +92,5 @@ class MultipartPart:
 def _filename(disposition: str | None) -> str | None:
     if not disposition:
         return None
-    from aiohttp.multipart import content_disposition_filename, parse_content_disposition
-
     _, params = parse_content_disposition(disposition)
     return content_disposition_filename(params, "filename")

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..contract.descriptor import APISpec
-from ..contract.sdk import ServiceSpec
+from ..codecs.http_facet import HttpFacet
+from ..contract.descriptor import APISpec, ServiceSpec
 
 _REF = "#/components/schemas/{model}"
 
@@ -124,7 +124,7 @@ def _as_file_part(schema: dict[str, Any]) -> dict[str, Any]:
 def _output_media(api: APISpec) -> str:
     if api.output.stream:
         return "text/event-stream"
-    return api.output.codec.output_media
+    return api.output.codec.http.output_media
 
 
 def openapi_files(node: Any) -> Any:
@@ -146,13 +146,12 @@ def _multipart_encoding(api: APISpec) -> dict[str, Any]:
     """Per-part media types: files as declared, structured fields as JSON parts."""
     encoding: dict[str, Any] = {}
     for f in api.fields:
-        codec = f.codec
-        if codec.is_file:
-            while hasattr(codec, "inner") or hasattr(codec, "item"):  # Optional, list
-                codec = getattr(codec, "inner", None) or codec.item
-            if codec.body_media != "application/octet-stream":
-                encoding[f.name] = {"contentType": codec.body_media}
-        elif codec.body_media == "application/json":
+        http = f.codec.http
+        if http.is_file:
+            file = http.item or http  # a list of files: each part is one item
+            if file.body_media != "application/octet-stream":
+                encoding[f.name] = {"contentType": file.body_media}
+        elif http.body_media == "application/json":
             encoding[f.name] = {"contentType": "application/json"}
     return encoding
 
@@ -160,9 +159,9 @@ def _multipart_encoding(api: APISpec) -> dict[str, Any]:
 def _request_body(api: APISpec, schemas: dict[str, Any]) -> dict[str, Any]:
     if api.is_root:
         schema = openapi_files(_lift_defs(root_schema(api, _REF), schemas))
-        codec = api.root_field.codec
+        http = api.root_field.codec.http
         return {"required": api.root_field.required,
-                "content": {codec.body_media: {"schema": schema}, **_binary(codec)}}
+                "content": {http.body_media: {"schema": schema}, **_binary(http)}}
     schema = openapi_files(_lift_defs(input_schema(api, _REF), schemas))
     required = any(f.required for f in api.fields) or bool(api.fields)
     if api.has_files:
@@ -180,9 +179,9 @@ def _lift_defs(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any
     return schema
 
 
-def _binary(codec: Any) -> dict[str, Any]:
+def _binary(http: HttpFacet) -> dict[str, Any]:
     """Alternative binary media types of a codec (`application/x-npy` for tensors)."""
-    return {m: {"schema": {"type": "string", "format": "binary"}} for m in codec.binary_media}
+    return {m: {"schema": {"type": "string", "format": "binary"}} for m in http.binary_media}
 
 
 def _error_response(description: str) -> dict[str, Any]:
@@ -210,7 +209,8 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
             "responses": {
                 "200": {"description": "Successful response",
                         "content": {media: {"schema": out},
-                                    **({} if api.output.stream else _binary(api.output.codec))}},
+                                    **({} if api.output.stream
+                                       else _binary(api.output.codec.http))}},
                 "400": _error_response("Invalid input"),
                 "413": _error_response("Request too large"),
                 "415": _error_response("Unsupported media type"),

@@ -8,10 +8,15 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .. import v1
+from ..http.schema import openapi
+from ..protobuf.descriptors import service_proto
 from ..settings import Settings
 from ..telemetry import logs
 from .loader import LoadError, load_service
+from .serve import serve_forever
 from .sources import ConfigError, add_flags, flag_values, load_settings
+from .supervisor import Supervisor
 
 EXIT_USAGE = 2
 
@@ -49,8 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: Settings | None = None
     try:
         if args.command == "proto" and args.types:
-            from .. import v1
-
             sys.stdout.write(v1.proto_source())
             return 0
         target = getattr(args, "target", None)
@@ -69,13 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     if args.command == "proto":
-        from ..protobuf.descriptors import service_proto
-
         sys.stdout.write(service_proto(spec).proto_text())
         return 0
     if args.command == "openapi":
-        from ..http.schema import openapi
-
         sys.stdout.write(json.dumps(openapi(spec), indent=2) + "\n")
         return 0
 
@@ -86,11 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logs.configure(settings.log_level, settings.log_format)
     if settings.workers > 1:
-        from .supervisor import Supervisor
-
         return Supervisor(settings).run()
-    from .serve import serve_forever
-
     try:
         asyncio.run(serve_forever(spec, settings))
     except OSError as exc:

@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..contract.sdk import ServiceSpec, get_service_spec
+from ..contract.descriptor import ServiceSpec
+from ..contract.sdk import get_service_spec
 
 
 class LoadError(Exception):

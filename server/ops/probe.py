@@ -13,6 +13,9 @@ import sys
 import urllib.error
 import urllib.request
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from ..settings import Settings
 from .sources import ConfigError, load_settings
 
@@ -37,9 +40,6 @@ def http_ready(settings: Settings) -> bool:
 
 
 def grpc_ready(settings: Settings) -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
     target = f"127.0.0.1:{settings.grpc_port}"
     if settings.tls:
         assert settings.tls_cert

@@ -21,8 +21,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from ..contract.sdk import ServiceSpec
+from ..contract.descriptor import ServiceSpec
+from ..grpc import GrpcServer
+from ..http import create_app
 from ..runtime.service import ServiceRuntime
+from ..security.grpc import interceptors
+from ..security.http import secure_app
+from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
 
 log = logging.getLogger("tensorwire.serve")
@@ -56,10 +61,8 @@ class Server:
         await self.runtime.start()
         shared = s.workers > 1  # SO_REUSEPORT only when several workers share the ports
         if s.http:
-            from ..http import create_app
-            from ..security.tls import http_context
-
             app = create_app(self.runtime, s)
+            secure_app(app, s)
             # The drain waits for API requests itself; closing then only needs a moment.
             # handler_cancellation: a client that hangs up cancels its handler, as a
             # cancelled gRPC call does, so its work stops (a queued batch item leaves
@@ -75,10 +78,8 @@ class Server:
             sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
         if s.grpc:
-            from ..grpc import GrpcServer
-
-            self._grpc = GrpcServer(self.runtime, s)
-            self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port)
+            self._grpc = GrpcServer(self.runtime, s, interceptors(s))
+            self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port, grpc_credentials(s))
             await self._grpc.start()
             await self._grpc.set_serving(True)
         return self.bound

@@ -38,7 +38,10 @@ import tempfile
 import threading
 import time
 
+from prometheus_client import multiprocess
+
 from ..settings import Settings
+from ..telemetry.metrics import MULTIPROC_ENV
 
 log = logging.getLogger("tensorwire.workers")
 
@@ -147,8 +150,6 @@ class Supervisor:
 
     # ---------------------------------------------------------------- workers
     def _prepare_metrics_dir(self) -> None:
-        from ..telemetry.metrics import MULTIPROC_ENV
-
         if not self.settings.metrics:
             return
         existing = os.environ.get(MULTIPROC_ENV)
@@ -160,8 +161,6 @@ class Supervisor:
         log.info("workers' metrics in %s (removed at exit)", self._metrics_dir)
 
     def _spawn(self, slot: Slot) -> None:
-        from ..telemetry.metrics import MULTIPROC_ENV
-
         env = {**os.environ, "TENSORWIRE_WORKER_ID": str(slot.index)}
         if self._metrics_dir:
             env[MULTIPROC_ENV] = self._metrics_dir
@@ -212,8 +211,6 @@ class Supervisor:
     def _mark_dead(self, pid: int) -> None:
         if not self._metrics_dir:
             return
-        from prometheus_client import multiprocess
-
         with contextlib.suppress(OSError):
             multiprocess.mark_process_dead(pid, self._metrics_dir)
 

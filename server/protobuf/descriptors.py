@@ -23,16 +23,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    message_factory,
+    struct_pb2,
+    timestamp_pb2,
+)
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
 from .. import v1 as tw_types
-from ..codecs import MISSING, Codec, FieldError, ProtoType
-from ..codecs.standard import ModelCodec, enum_value_names, upper_snake
-from ..contract.descriptor import APISpec, invalid_argument
-from ..contract.sdk import ServiceSpec, snake
-from ..contract.signature import camel
-from . import framing as protowire
+from ..codecs import Codec, ProtoType
+from ..codecs.models import ModelCodec
+from ..contract.descriptor import APISpec, ServiceSpec
+from ..naming import camel, enum_value_names, snake, upper_snake
+from .messages import APIMessages
+from .text import render
 
 _WELL_KNOWN_FILES = {
     "google.protobuf.Struct": "google/protobuf/struct.proto",
@@ -181,7 +188,7 @@ class _Sink:
             raise TypeError(f"{msg.proto.name}.{name}: field number {number} is already used")
         msg.used_numbers.add(number)
         hint = f"{msg.proto.name.removesuffix('Request').removesuffix('Response')}{camel(name)}"
-        ptype = codec.proto_type(self.builder, hint)
+        ptype = codec.proto.proto_type(self.builder, hint)
         index = len(msg.proto.field)
         fd = msg.proto.field.add(name=name, number=number, json_name=name)
         if ptype.map_key is not None:
@@ -217,162 +224,6 @@ def _set_type(fd: FDP, ptype: ProtoType) -> None:
     fd.type = ptype.type
     if ptype.type_name:
         fd.type_name = ptype.type_name
-
-
-class Parsed:
-    """A parsed request whose big bytes fields were cut out of the wire (see protowire)."""
-
-    __slots__ = ("msg", "raw")
-
-    def __init__(self, msg: Any, raw: dict[str, memoryview]) -> None:
-        self.msg = msg
-        self.raw = raw
-
-
-class APIMessages:
-    """The request/response classes of one API and the conversions to and from them.
-
-    `parse_request` / `request_values` / `response_bytes` are the server's path, and
-    `request_bytes` / `parse_response` the client's: both move big bytes fields
-    (`Codec.raw_bytes_field`) without copies through `protowire`. The message-level
-    `response` / `request` / `response_value` build and read ordinary messages.
-    """
-
-    def __init__(self, api: APISpec, request_cls: type, response_cls: type) -> None:
-        self.api = api
-        self.request_cls = request_cls
-        self.response_cls = response_cls
-        self._model_output = isinstance(api.output.codec, ModelCodec)
-        codec = api.output.codec
-        self._response_fields: list[tuple[str, str, Codec]] = (
-            [(f.name, f.key, f.codec) for f in codec.fields] if self._model_output
-            else [("result", "result", codec)])
-        # proto3 cannot tell an empty repeated/map field from an absent one: for an input
-        # with a default, empty reads as absent so that the default applies (as a key
-        # left out of a JSON body). A required one sent empty stays empty.
-        self._request_fields = [(f.name, f.codec, f.codec.is_container and not f.required)
-                                for f in api.fields]
-        self._request_split = protowire.split_fields(
-            request_cls, [(f.name, f.codec) for f in api.fields])
-        self._response_split = protowire.split_fields(
-            response_cls, [(name, c) for name, _, c in self._response_fields])
-
-    # server side
-    def parse_request(self, data: bytes) -> Any:
-        try:
-            data, raw = protowire.split(data, self._request_split)
-            msg = self.request_cls.FromString(data)
-        except Exception:
-            raise invalid_argument(FieldError("the request is not a valid "
-                                              f"{self.request_cls.DESCRIPTOR.full_name} "
-                                              "protobuf message")) from None
-        return Parsed(msg, raw) if raw else msg
-
-    def request_values(self, msg: Any) -> dict[str, Any]:
-        """Python values of the request's fields (missing ones left out), not validated.
-
-        An empty repeated/map field of an input with a default counts as missing.
-        """
-        msg, raw = (msg.msg, msg.raw) if isinstance(msg, Parsed) else (msg, {})
-        out: dict[str, Any] = {}
-        for name, codec, empty_is_missing in self._request_fields:
-            try:
-                value = _read(codec, msg, name, raw)
-            except FieldError as exc:
-                raise invalid_argument(exc.under(name)) from None
-            if value is not MISSING and not (empty_is_missing and not value):
-                out[name] = value
-        return out
-
-    def response(self, value: Any) -> Any:
-        msg = self.response_cls()
-        codec = self.api.output.codec
-        value = codec.output_value(value)  # what HTTP writes too: checked, defaults filled
-        if self._model_output:
-            codec.fill_proto(value, msg)
-        else:
-            codec.write_field(msg, "result", value)
-        return msg
-
-    def response_bytes(self, value: Any) -> bytes:
-        """The serialised response: `response(value)`, with big bytes fields copied once."""
-        if not self._response_split:
-            return self.response(value).SerializeToString()
-        value = self.api.output.codec.output_value(value)
-        if self._model_output:
-            values = [(name, codec, getattr(value, name, None))
-                      for name, _, codec in self._response_fields]
-        else:
-            values = [("result", self.api.output.codec, value)]
-        return _serialize(self.response_cls(), values, self._response_split)
-
-    # client side
-    def request(self, values: dict[str, Any]) -> Any:
-        msg = self.request_cls()
-        for f in self.api.fields:
-            if f.name in values:
-                try:
-                    f.codec.write_field(msg, f.name, values[f.name])
-                except FieldError as exc:
-                    raise invalid_argument(exc.under(f.name)) from None
-        return msg
-
-    def request_bytes(self, values: dict[str, Any]) -> bytes:
-        """The serialised request: `request(values)`, with big bytes fields copied once."""
-        items = [(f.name, f.codec, values[f.name]) for f in self.api.fields if f.name in values]
-        try:
-            return _serialize(self.request_cls(), items, self._request_split)
-        except FieldError as exc:
-            raise invalid_argument(exc) from None
-
-    def response_value(self, msg: Any) -> Any:
-        codec = self.api.output.codec
-        if self._model_output:
-            return codec.from_proto(msg)
-        value = codec.read_field(msg, "result")
-        return None if value is MISSING else value
-
-    def parse_response(self, data: bytes) -> Any:
-        """`response_value` straight from the received bytes (big fields as views)."""
-        data, raw = protowire.split(data, self._response_split)
-        msg = self.response_cls.FromString(data)
-        if not raw:
-            return self.response_value(msg)
-        out: dict[str, Any] = {}
-        for name, key, codec in self._response_fields:
-            try:
-                value = _read(codec, msg, name, raw)
-            except FieldError as exc:
-                raise exc.under(key) from None
-            if value is not MISSING:
-                out[key] = value
-        return out if self._model_output else out.get("result")
-
-
-def _read(codec: Codec, msg: Any, name: str, raw: dict[str, memoryview]) -> Any:
-    data = raw.get(name)
-    if data is None:
-        return codec.read_field(msg, name)
-    return codec.from_proto_split(getattr(msg, name), data)
-
-
-def _serialize(msg: Any, values: list[tuple[str, Codec, Any]],
-               split: dict[int, protowire.SplitField]) -> bytes:
-    by_name = {f.name: f for f in split.values()}
-    tail: list[Any] = []
-    for name, codec, value in values:
-        split_field = by_name.get(name)
-        try:
-            if split_field is None or value is None:
-                codec.write_field(msg, name, value)
-                continue
-            payload = codec.fill_proto_split(value, getattr(msg, name))
-        except FieldError as exc:
-            raise exc.under(name) from None
-        if payload is not None:
-            tail += protowire.fragment(split_field, payload)
-    head = msg.SerializeToString()
-    return b"".join([head, *tail]) if tail else head
 
 
 class ServiceProto:
@@ -424,8 +275,6 @@ class ServiceProto:
         return {name: f"/{svc}/{camel(name)}" for name in self.spec.apis}
 
     def proto_text(self) -> str:
-        from .text import render
-
         header = (f"{self.file_name}: the gRPC contract of the {self.spec.name} service.\n"
                   "Generated by `tensorwire proto`; do not edit. The imported\n"
                   "tensorwire/v1/types.proto is printed by `tensorwire proto --types`.")
@@ -434,8 +283,6 @@ class ServiceProto:
 
 @functools.cache
 def _well_known_proto(name: str) -> descriptor_pb2.FileDescriptorProto:
-    from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
-
     module = {
         "google/protobuf/struct.proto": struct_pb2,
         "google/protobuf/timestamp.proto": timestamp_pb2,

@@ -136,7 +136,7 @@ def split_fields(message_cls: type, fields: list[tuple[str, Any]]) -> dict[int, 
     out: dict[int, SplitField] = {}
     descriptor = message_cls.DESCRIPTOR  # type: ignore[attr-defined]
     for name, codec in fields:
-        raw_name = getattr(codec, "raw_bytes_field", None)
+        raw_name = codec.proto.raw_bytes_field
         if raw_name is None or codec.is_container:
             continue
         fd = descriptor.fields_by_name[name]

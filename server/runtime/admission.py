@@ -19,7 +19,8 @@ import time
 from ..context import RequestInfo
 from ..errors import Overloaded, ServiceUnavailable
 from ..settings import Settings
-from ..telemetry import logs
+from ..telemetry import logs, metrics
+from ..telemetry.metrics import Series
 
 _INFO = logging.INFO
 
@@ -67,8 +68,6 @@ class Admission:
             return None
         series = self._series.get((protocol, api))
         if series is None:
-            from ..telemetry.metrics import Series
-
             series = self._series[(protocol, api)] = Series(api, protocol)
         return series
 
@@ -118,8 +117,6 @@ class Admission:
     def _schedule_flush(self) -> None:
         """Counts reach prometheus_client within FLUSH_INTERVAL (one timer, not one a
         request); a scrape of this process flushes at once."""
-        from ..telemetry import metrics
-
         self._flush_due = True
         try:
             asyncio.get_running_loop().call_later(metrics.FLUSH_INTERVAL, self.flush)
@@ -130,8 +127,6 @@ class Admission:
         """Push this worker's pending request metrics to prometheus_client now."""
         self._flush_due = False
         if self._series:
-            from ..telemetry import metrics
-
             metrics.flush()
 
     async def drain(self, timeout: float) -> bool:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -134,9 +135,9 @@ class Batcher:
         self.max_batch_size = api.max_batch_size
         self.max_latency = api.max_latency_ms / 1000.0
         self.max_queue_items = max_queue_items or 32 * api.max_batch_size
-        self.batch_fields = [f for f in api.fields if f.codec.supports_batching]
-        self.key_fields = [f for f in api.fields if not f.codec.supports_batching]
-        self.out_codec = api.output.codec
+        self.batch_fields = [f for f in api.fields if f.codec.batch is not None]
+        self.key_fields = [f for f in api.fields if f.codec.batch is None]
+        self.out_batch = api.output.codec.batch
         self.model = LatencyModel()
         self.stats = BatchStats()
         self._observe = observe
@@ -148,7 +149,7 @@ class Batcher:
     # ------------------------------------------------------------------ intake
     async def submit(self, values: dict[str, Any]) -> Any:
         """The result of this request's items, computed within some batch."""
-        counts = {f.name: f.codec.batch_len(values[f.name], self.in_dim)
+        counts = {f.name: f.codec.batch.size(values[f.name], self.in_dim)
                   for f in self.batch_fields}
         if len(set(counts.values())) > 1:
             raise InvalidArgument(
@@ -164,7 +165,7 @@ class Batcher:
 
     async def _submit_split(self, values: dict[str, Any], items: int, cap: int) -> Any:
         sizes = [cap] * (items // cap) + ([items % cap] if items % cap else [])
-        chunks = {f.name: f.codec.batch_split(values[f.name], sizes, self.in_dim)
+        chunks = {f.name: f.codec.batch.split(values[f.name], sizes, self.in_dim)
                   for f in self.batch_fields}
         parts = []
         for i, size in enumerate(sizes):
@@ -173,7 +174,7 @@ class Batcher:
                 chunk[name] = pieces[i]
             parts.append(self._enqueue(chunk, size))
         results = await asyncio.gather(*parts)
-        return self.out_codec.batch_concat(list(results), self.out_dim)
+        return self.out_batch.concat(list(results), self.out_dim)
 
     async def _enqueue(self, values: dict[str, Any], items: int) -> Any:
         if self._queued_items + items > self.max_queue_items:
@@ -256,19 +257,17 @@ class Batcher:
         inputs = dict(batch[0].values)
         try:
             for f in self.batch_fields:
-                inputs[f.name] = f.codec.batch_concat([p.values[f.name] for p in batch],
+                inputs[f.name] = f.codec.batch.concat([p.values[f.name] for p in batch],
                                                       self.in_dim)
             output = await self.to_host(await self.invoke(inputs))
-            produced = self.out_codec.batch_len(output, self.out_dim)
+            produced = self.out_batch.size(output, self.out_dim)
             if produced != total:
                 raise InternalError(f"{self.api.name} returned {produced} items for a batch "
                                     f"of {total}")
-            pieces = self.out_codec.batch_split(output, sizes, self.out_dim)
+            pieces = self.out_batch.split(output, sizes, self.out_dim)
         except Exception as exc:
             err = exc if isinstance(exc, TensorwireError) else InternalError()
             if not isinstance(exc, TensorwireError):
-                import logging
-
                 logging.getLogger("tensorwire.batching").error(
                     "%s: batch of %d failed", self.api.name, total, exc_info=exc)
             for p in batch:

@@ -21,13 +21,15 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..codecs import transfer
 from ..context import Context
-from ..contract.descriptor import APISpec
-from ..contract.sdk import ServiceSpec
+from ..contract.descriptor import APISpec, ServiceSpec
 from ..errors import DeadlineExceeded, ServiceUnavailable
 from ..settings import Settings
+from ..telemetry import metrics
 from ..tempdirs import TempDirs
 from .admission import Admission
+from .batching import Batcher
 from .deadlines import Deadlines, Expired
 
 log = logging.getLogger("tensorwire.runtime")
@@ -65,8 +67,6 @@ class ServiceRuntime:
         self.ready = True
 
     def _batcher(self, api: APISpec) -> Any:
-        from .batching import Batcher
-
         method = self._methods[api.name]
         layout = self._callers[api.name]
 
@@ -83,8 +83,6 @@ class ServiceRuntime:
 
         observe = self.settings.extra.get("batch_observer")
         if observe is None and self.settings.metrics:
-            from ..telemetry import metrics
-
             observe = metrics.batch_observer(api.name)
         return Batcher(api, invoke, to_host,
                        max_queue_items=self.settings.batch_queue_items or None,
@@ -244,8 +242,6 @@ class ServiceRuntime:
         tensors = codec.iter_tensors(value)
         if not tensors:
             return value
-        from ..codecs import transfer
-
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, transfer.outputs_to_host, value,
                                           tensors)

@@ -13,9 +13,18 @@ from collections.abc import Iterable
 
 import grpc
 
-from .bearer import BearerAuth
+from ..settings import Settings
+from .bearer import GRPC_HEALTH_SERVICE, BearerAuth
 
 log = logging.getLogger("tensorwire.grpc")
+
+
+def interceptors(settings: Settings) -> list[grpc.aio.ServerInterceptor]:
+    """The interceptors the settings ask for (bearer auth), for `GrpcServer`."""
+    if not settings.auth_token:
+        return []
+    open_services = [GRPC_HEALTH_SERVICE] if settings.auth_open_health else []
+    return [BearerInterceptor(BearerAuth(settings.auth_token), open_services)]
 
 
 class BearerInterceptor(grpc.aio.ServerInterceptor):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from aiohttp import web
 
 from ..http.responses import error_response
+from ..settings import Settings
 from .bearer import HEALTH_PATHS, METRICS_PATH, BearerAuth
 
 log = logging.getLogger("tensorwire.http")
@@ -17,6 +18,16 @@ CORS_METHODS = "GET, POST, OPTIONS"
 CORS_HEADERS = "Authorization, Content-Type, Accept, X-Request-ID"
 CORS_EXPOSE = "X-Request-ID, Retry-After, Content-Disposition"
 CORS_MAX_AGE = "600"
+
+
+def secure_app(app: web.Application, settings: Settings) -> None:
+    """Install on a new app what the settings ask for: bearer auth and CORS."""
+    if settings.auth_token:
+        app.middlewares.append(auth_middleware(
+            BearerAuth(settings.auth_token),
+            open_paths(settings.auth_open_health, settings.auth_open_metrics)))
+    if settings.cors_origins:
+        Cors(settings.cors_origins).install(app)
 
 
 def auth_middleware(auth: BearerAuth, open_paths: Iterable[str]):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
+import grpc
+
 from ..settings import Settings
 
 
@@ -41,8 +43,6 @@ def grpc_credentials(settings: Settings) -> Any:
     """grpc ServerCredentials for `add_secure_port`, or None without TLS."""
     if not settings.tls:
         return None
-    import grpc
-
     assert settings.tls_cert and settings.tls_key
     cert = _read(settings.tls_cert, "tls_cert")
     key = _read(settings.tls_key, "tls_key")

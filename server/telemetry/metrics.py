@@ -15,7 +15,16 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -148,12 +157,8 @@ def batch_observer(api: str) -> Callable[[int, Sequence[float]], None]:
 
 def render() -> tuple[bytes, str]:
     """The exposition text of every metric (all workers' when multiprocess)."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
     flush()
     if os.environ.get(MULTIPROC_ENV):
-        from prometheus_client import multiprocess
-
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST

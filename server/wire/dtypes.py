@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..v1 import DType
+
 Kind = Literal["bool", "uint", "int", "float", "complex", "string"]
 
 
@@ -87,8 +89,6 @@ _ALIASES = {"str": "string", "unicode": "string", "bf16": "bfloat16"}
 
 @functools.cache
 def _proto_numbers() -> dict[str, int]:
-    from ..v1 import DType
-
     return {v.name.lower(): v.number for v in DType.values if v.number}
 
 

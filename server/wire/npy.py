@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npformat
 
-from ..codecs.base import FieldError
 from . import dtypes
+from .field_error import FieldError
 from .tensors import check_shape, from_bytes, wire_array
 
 NPY = "application/x-npy"

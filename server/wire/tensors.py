@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.base import FieldError
 from . import dtypes
+from .field_error import FieldError
 
 #: NumPy's own limit on the number of dimensions.
 MAX_RANK = 64

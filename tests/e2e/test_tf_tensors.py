@@ -7,6 +7,7 @@ import typing as t
 import numpy as np
 import pytest
 
+from tensorwire.contract.decoding import Decoder
 from tests.support.tensor_wire import Lie
 
 from .tensor_cases import Case, run_case, sender_pool
@@ -66,5 +67,5 @@ def test_same_answer_on_every_wire(case: Case, wire: str, pool: t.Any) -> None:
 
 def test_the_service_receives_tf_tensors(pool: t.Any) -> None:
     spec = pool("tf").spec
-    value = spec.apis["scale"].decode_json(b'{"x": [[1, 2, 3]]}')["x"]
+    value = Decoder(spec.apis["scale"]).decode_json(b'{"x": [[1, 2, 3]]}')["x"]
     assert isinstance(value, tf.Tensor) and value.dtype == tf.float32

@@ -21,8 +21,9 @@ import numpy as np
 import orjson
 
 from tensorwire import v1
+from tensorwire.codecs.containers import OptionalCodec
 from tensorwire.codecs.dataframe import DataFrameCodec
-from tensorwire.codecs.standard import ModelCodec, OptionalCodec
+from tensorwire.codecs.models import ModelCodec
 from tensorwire.codecs.tensor import TensorCodec
 from tensorwire.protobuf.descriptors import service_proto
 
@@ -125,7 +126,7 @@ def fill_raw(codec: t.Any, msg: t.Any, name: str, value: t.Any) -> None:
     elif isinstance(value, list) and isinstance(codec, TensorCodec):
         fill_raw(codec, msg, name, np.array(value))
     else:
-        codec.write_field(msg, name, value)
+        codec.proto.write_field(msg, name, value)
 
 
 class Sender:

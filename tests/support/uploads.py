@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import grpc
 
-from tensorwire.codecs.base import MISSING
+from tensorwire.codecs import MISSING
 
 from .grpc_calls import GrpcCaller, error_locs
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from tensorwire import v1
-from tensorwire.codecs import FieldError, codec_for
+from tensorwire.codecs import REPLY, FieldError, codec_for
 from tensorwire.codecs.dataframe import DataFrameCodec
 from tensorwire.validators import DataframeSchema, DType, Shape
 
@@ -119,12 +119,12 @@ def test_proto_one_typed_tensor_per_column() -> None:
     codec = codec_for(Records)
     frame = pd.DataFrame({"a": np.array([1, 2], np.int32), "b": ["x", "é"]})
     msg = v1.DataFrame()
-    codec.fill_proto(frame, msg)
+    codec.proto.fill(frame, msg)
     assert list(msg.columns) == ["a", "b"]
     assert msg.data[0].dtype == v1.DType.values_by_name["INT32"].number
     assert len(msg.data[0].data) == 8
     assert list(msg.data[1].strings) == ["x", "é"] and not msg.HasField("index")
-    back = codec.from_proto(v1.DataFrame.FromString(msg.SerializeToString()))
+    back = codec.proto.from_proto(v1.DataFrame.FromString(msg.SerializeToString()), REPLY)
     pd.testing.assert_frame_equal(adapter(Records).validate_python(back), frame)
 
 
@@ -132,8 +132,8 @@ def test_proto_carries_a_non_default_index() -> None:
     codec = codec_for(pd.DataFrame)
     frame = pd.DataFrame({"a": [1.0, 2.0]}, index=[10, 20])
     msg = v1.DataFrame()
-    codec.fill_proto(frame, msg)
-    back = codec.from_proto(msg)
+    codec.proto.fill(frame, msg)
+    back = codec.proto.from_proto(msg, REPLY)
     assert back.index.tolist() == [10, 20]
 
 
@@ -164,7 +164,7 @@ def frame_msg(columns: list[str], tensors: list[t.Any]) -> t.Any:
 ])
 def test_proto_rejections(msg: t.Any, loc: tuple, match: str) -> None:
     with pytest.raises(FieldError, match=match) as exc:
-        codec_for(Records).from_proto(msg)
+        codec_for(Records).proto.from_proto(msg, REPLY)
     assert exc.value.loc == loc
 
 
@@ -172,12 +172,13 @@ def test_proto_lying_column_bytes_point_at_the_column() -> None:
     bad = column(np.zeros(2, np.float32))
     bad.data = bad.data[:-1]
     with pytest.raises(FieldError, match="needs 8 bytes, data has 7") as exc:
-        codec_for(Records).from_proto(frame_msg(["a", "b"], [bad, column(np.array(["x"]))]))
+        codec_for(Records).proto.from_proto(
+            frame_msg(["a", "b"], [bad, column(np.array(["x"]))]), REPLY)
     assert exc.value.loc == ("a",)
 
 
 def test_columns_without_a_tensor_form_are_refused_on_output() -> None:
     frame = pd.DataFrame({"a": pd.to_datetime(["2024-01-01"]), "b": ["x"]})
     with pytest.raises(FieldError, match="datetime64") as exc:
-        codec_for(Records).fill_proto(frame, v1.DataFrame())
+        codec_for(Records).proto.fill(frame, v1.DataFrame())
     assert exc.value.loc == ("a",)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from tensorwire.codecs import FieldError, UnsupportedBody, codec_for, pydantic_annotation
+from tensorwire.codecs import REPLY, FieldError, UnsupportedBody, codec_for, pydantic_annotation
+from tensorwire.codecs.containers import ListCodec
 from tensorwire.codecs.files import FileCodec
-from tensorwire.codecs.standard import BytesCodec, ListCodec
+from tensorwire.codecs.scalars import BytesCodec
 from tensorwire.context import Context, Headers, RequestInfo
 from tensorwire.tempdirs import TempDirs
 from tensorwire.v1 import File
@@ -35,11 +36,11 @@ AUDIO = t.Annotated[Path, ContentType("audio/mp3")]
 def test_path_is_a_file_family_codec() -> None:
     codec = codec_for(AUDIO)
     assert isinstance(codec, FileCodec)
-    assert codec.is_file and codec.body_media == "audio/mp3"
-    assert codec.output_media == "audio/mpeg"
+    assert codec.http.is_file and codec.http.body_media == "audio/mp3"
+    assert codec.http.output_media == "audio/mpeg"
     assert codec_for(pydantic_annotation(AUDIO)) is codec  # the marker maps back
     assert isinstance(codec_for(list[Path]), ListCodec)
-    assert codec_for(list[Path]).repeated_parts
+    assert codec_for(list[Path]).http.repeated_parts
 
 
 def test_markers_that_do_not_apply_are_definition_errors() -> None:
@@ -67,7 +68,7 @@ def test_schema_json_form_is_a_file_and_json_cannot_carry_one() -> None:
 def test_upload_goes_to_a_generated_name_in_the_request_dir(ctx: Context) -> None:
     codec = codec_for(AUDIO)
     part = FakePart(MP3, "audio/mpeg", "../../etc/passwd.mp3")
-    path = asyncio.run(codec.decode_part(part, ctx))
+    path = asyncio.run(codec.http.decode_part(part, ctx))
     assert path.parent == ctx.temp_dir
     assert path.name.startswith("upload-") and path.suffix == ".mp3"
     assert path.read_bytes() == MP3
@@ -78,9 +79,9 @@ def test_upload_goes_to_a_generated_name_in_the_request_dir(ctx: Context) -> Non
 
 
 def test_upload_extension_follows_the_content_when_the_name_lies(ctx: Context) -> None:
-    path = asyncio.run(codec_for(Path).decode_part(FakePart(PNG, None, "x.mp3"), ctx))
+    path = asyncio.run(codec_for(Path).http.decode_part(FakePart(PNG, None, "x.mp3"), ctx))
     assert path.suffix == ".png"
-    path = asyncio.run(codec_for(Path).decode_part(FakePart(b"\x00\x01", None, None), ctx))
+    path = asyncio.run(codec_for(Path).http.decode_part(FakePart(b"\x00\x01", None, None), ctx))
     assert path.suffix == ""
 
 
@@ -95,15 +96,15 @@ def test_wrong_media_type_is_refused_and_leaves_no_file(ctx: Context, data: byte
                                                        filename: str | None) -> None:
     codec = codec_for(AUDIO)
     with pytest.raises(UnsupportedBody, match="expected audio/mp3"):
-        asyncio.run(codec.decode_part(FakePart(data, media, filename), ctx))
+        asyncio.run(codec.http.decode_part(FakePart(data, media, filename), ctx))
     assert list(ctx.temp_dir.iterdir()) == []
 
 
 def test_fnmatch_patterns_and_lists() -> None:
     ct = t.Annotated[Path, ContentType("image/*, application/pdf")]
     codec = codec_for(ct)
-    assert codec.output_media == "application/octet-stream"  # not one concrete type
-    from tensorwire.codecs.files import accepts
+    assert codec.http.output_media == "application/octet-stream"  # not one concrete type
+    from tensorwire.codecs.media import accepts
 
     assert accepts(codec.content_type, "image/webp")
     assert accepts(codec.content_type, "application/pdf")
@@ -112,13 +113,12 @@ def test_fnmatch_patterns_and_lists() -> None:
 
 def test_grpc_file_is_stored_and_checked(ctx: Context) -> None:
     codec = codec_for(AUDIO)
-    with ctx.active():
-        path = codec.from_proto(File(content=MP3, content_type="audio/mp3",
-                                     filename="/abs/x.mp3"))
-        assert path.parent == ctx.temp_dir and path.read_bytes() == MP3
-        with pytest.raises(FieldError, match="unsupported media type image/png") as err:
-            codec.from_proto(File(content=PNG, content_type="audio/mp3"))
-        assert err.value.type == "content_type"
+    path = codec.proto.from_proto(File(content=MP3, content_type="audio/mp3",
+                                       filename="/abs/x.mp3"), ctx)
+    assert path.parent == ctx.temp_dir and path.read_bytes() == MP3
+    with pytest.raises(FieldError, match="unsupported media type image/png") as err:
+        codec.proto.from_proto(File(content=PNG, content_type="audio/mp3"), ctx)
+    assert err.value.type == "content_type"
 
 
 def test_grpc_output_round_trip(tmp_path: Path) -> None:
@@ -126,9 +126,9 @@ def test_grpc_output_round_trip(tmp_path: Path) -> None:
     out.write_bytes(b"RIFF\x00\x00\x00\x00WAVEfmt ")
     codec = codec_for(Path)
     msg = File()
-    codec.fill_proto(out, msg)
+    codec.proto.fill(out, msg)
     assert (msg.content_type, msg.filename) == ("audio/wav", "speech.wav")
-    back = codec.from_proto(msg)  # no request: a caller-owned temp file
+    back = codec.proto.from_proto(msg, REPLY)  # no request: a caller-owned temp file
     try:
         assert back.read_bytes() == out.read_bytes() and back.suffix == ".wav"
     finally:
@@ -140,7 +140,7 @@ def test_http_output_is_streamed_with_disposition(tmp_path: Path) -> None:
     data = bytes(range(256)) * 4096  # 1 MiB: several chunks
     out = tmp_path / "résumé.bin"
     out.write_bytes(data)
-    body = codec_for(Path).encode_http(out, None)
+    body = codec_for(Path).http.encode(out, None)
     assert not isinstance(body.content, bytes)
     assert body.length == len(data) and body.media_type == "application/octet-stream"
     assert body.headers["Content-Disposition"] == (
@@ -154,7 +154,7 @@ def test_http_output_is_streamed_with_disposition(tmp_path: Path) -> None:
 
     img = tmp_path / "pic.png"
     img.write_bytes(PNG)
-    body = codec_for(t.Annotated[Path, ContentType("image/png")]).encode_http(img, None)
+    body = codec_for(t.Annotated[Path, ContentType("image/png")]).http.encode(img, None)
     assert body.media_type == "image/png"
     assert body.headers["Content-Disposition"] == 'inline; filename="pic.png"'
     asyncio.run(body.content.aclose())
@@ -162,7 +162,7 @@ def test_http_output_is_streamed_with_disposition(tmp_path: Path) -> None:
 
 def test_missing_output_file_fails_before_any_byte(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        codec_for(Path).encode_http(tmp_path / "gone", None)
+        codec_for(Path).http.encode(tmp_path / "gone", None)
 
 
 # ---------------------------------------------------------------------- bytes
@@ -173,30 +173,30 @@ PNG_BYTES = t.Annotated[bytes, ContentType("image/png")]
 def test_bytes_with_content_type_is_allowed_and_declares_its_media() -> None:
     codec = codec_for(PNG_BYTES)
     assert isinstance(codec, BytesCodec)
-    assert codec.body_media == "image/png" and codec.output_media == "image/png"
-    body = codec.encode_http(PNG, None)
+    assert codec.http.body_media == "image/png" and codec.http.output_media == "image/png"
+    body = codec.http.encode(PNG, None)
     assert (body.content, body.media_type) == (PNG, "image/png")
     wildcard = codec_for(t.Annotated[bytes, ContentType("image/*")])
-    assert wildcard.encode_http(PNG, None).media_type == "image/png"  # sniffed
-    assert codec_for(bytes).encode_http(b"x", None).media_type == "application/octet-stream"
+    assert wildcard.http.encode(PNG, None).media_type == "image/png"  # sniffed
+    assert codec_for(bytes).http.encode(b"x", None).media_type == "application/octet-stream"
 
 
 def test_bytes_root_body_is_checked(ctx: Context) -> None:
     codec = codec_for(PNG_BYTES)
-    assert asyncio.run(codec.decode_body(FakePart(PNG, "image/png"), ctx)) == PNG
+    assert asyncio.run(codec.http.decode_body(FakePart(PNG, "image/png"), ctx)) == PNG
     with pytest.raises(UnsupportedBody):
-        asyncio.run(codec.decode_body(FakePart(MP3, "image/png"), ctx))
+        asyncio.run(codec.http.decode_body(FakePart(MP3, "image/png"), ctx))
     with pytest.raises(UnsupportedBody):
-        asyncio.run(codec.decode_part(FakePart(b'{"a": 1}', "application/json"), ctx))
+        asyncio.run(codec.http.decode_part(FakePart(b'{"a": 1}', "application/json"), ctx))
     # Without a ContentType, JSON bodies stay base64 JSON text as before.
-    plain = asyncio.run(codec_for(bytes).decode_body(FakePart(b'"eA=="', "application/json"),
+    plain = asyncio.run(codec_for(bytes).http.decode_body(FakePart(b'"eA=="', "application/json"),
                                                      ctx))
     assert plain.data == b'"eA=="'
 
 
 def test_bytes_over_grpc_refuses_a_plain_mismatch_only() -> None:
     codec = codec_for(PNG_BYTES)
-    assert codec.from_proto(PNG) == PNG
-    assert codec.from_proto(b"\x00\x01unknown") == b"\x00\x01unknown"
+    assert codec.proto.from_proto(PNG, REPLY) == PNG
+    assert codec.proto.from_proto(b"\x00\x01unknown", REPLY) == b"\x00\x01unknown"
     with pytest.raises(FieldError, match="unsupported media type audio/mpeg"):
-        codec.from_proto(MP3)
+        codec.proto.from_proto(MP3, REPLY)

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from pydantic import TypeAdapter, ValidationError
 
-from tensorwire.codecs import FieldError, UnsupportedBody, codec_for, pydantic_annotation
+from tensorwire.codecs import REPLY, FieldError, UnsupportedBody, codec_for, pydantic_annotation
 from tensorwire.codecs.image import ImageCodec, decode_image, encode_image, max_pixels
 from tensorwire.context import Context, Headers, RequestInfo
 from tensorwire.tempdirs import TempDirs
@@ -44,7 +44,7 @@ def ctx(tmp_path: Path) -> t.Iterator[Context]:
 
 def test_family_is_matched_and_schema_is_an_image_file() -> None:
     codec = codec_for(Image.Image)
-    assert isinstance(codec, ImageCodec) and codec.is_file
+    assert isinstance(codec, ImageCodec) and codec.http.is_file
     adapter = TypeAdapter(pydantic_annotation(Image.Image))
     assert adapter.json_schema() == {"type": "file", "format": "image"}
     assert adapter.json_schema(mode="serialization") == {"type": "string", "format": "binary"}
@@ -63,7 +63,7 @@ def test_import_tensorwire_does_not_import_pil() -> None:
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP"])
 def test_decodes_any_format_and_keeps_it(fmt: str, ctx: Context) -> None:
-    image = asyncio.run(codec_for(Image.Image).decode_body(FakePart(encoded(fmt)), ctx))
+    image = asyncio.run(codec_for(Image.Image).http.decode_body(FakePart(encoded(fmt)), ctx))
     assert image.size == (16, 8) and image.format == fmt
 
 
@@ -110,41 +110,40 @@ def test_image_past_pils_warning_threshold_decodes_without_a_warning(
 
 
 def test_pixel_limit_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert max_pixels(None) == Image.MAX_IMAGE_PIXELS
+    assert max_pixels(REPLY) == Image.MAX_IMAGE_PIXELS
     monkeypatch.setenv("TENSORWIRE_MAX_IMAGE_PIXELS", "100")
-    assert max_pixels(None) == 100
+    assert max_pixels(REPLY) == 100
     ctx = Context(RequestInfo("http", "a", Headers()), temp_dirs=TempDirs(tmp_path),
                   limits={"max_image_pixels": 50})
     assert max_pixels(ctx) == 50
     with pytest.raises(FieldError, match="over the limit of 50"):
-        asyncio.run(codec_for(Image.Image).decode_body(FakePart(encoded("PNG")), ctx))
+        asyncio.run(codec_for(Image.Image).http.decode_body(FakePart(encoded("PNG")), ctx))
 
 
 def test_content_type_is_checked_against_the_real_format(ctx: Context) -> None:
     codec = codec_for(t.Annotated[Image.Image, ContentType("image/jpeg")])
-    assert codec.body_media == "image/jpeg"
-    ok = asyncio.run(codec.decode_part(FakePart(encoded("JPEG"), "image/jpeg"), ctx))
+    assert codec.http.body_media == "image/jpeg"
+    ok = asyncio.run(codec.http.decode_part(FakePart(encoded("JPEG"), "image/jpeg"), ctx))
     assert ok.format == "JPEG"
     with pytest.raises(UnsupportedBody, match="image/png"):
-        asyncio.run(codec.decode_part(FakePart(encoded("PNG"), "image/jpeg", "a.jpg"), ctx))
+        asyncio.run(codec.http.decode_part(FakePart(encoded("PNG"), "image/jpeg", "a.jpg"), ctx))
     with pytest.raises(UnsupportedBody):
-        asyncio.run(codec.decode_part(FakePart(b"plain text", "image/jpeg"), ctx))
+        asyncio.run(codec.http.decode_part(FakePart(b"plain text", "image/jpeg"), ctx))
 
 
 def test_grpc_file_in_and_out(ctx: Context) -> None:
     codec = codec_for(Image.Image)
-    with ctx.active():
-        image = codec.from_proto(File(content=encoded("GIF"), content_type="image/gif"))
-        assert image.format == "GIF"
-        with pytest.raises(FieldError, match="not an image"):
-            codec.from_proto(File(content=b"\x00"))
+    image = codec.proto.from_proto(File(content=encoded("GIF"), content_type="image/gif"), ctx)
+    assert image.format == "GIF"
+    with pytest.raises(FieldError, match="not an image"):
+        codec.proto.from_proto(File(content=b"\x00"), ctx)
     msg = File()
-    codec.fill_proto(image, msg)
+    codec.proto.fill(image, msg)
     assert (msg.content_type, msg.filename) == ("image/gif", "image.gif")
     assert Image.open(io.BytesIO(msg.content)).format == "GIF"
     jpeg_only = codec_for(t.Annotated[Image.Image, ContentType("image/jpeg")])
     with pytest.raises(FieldError, match="expected image/jpeg") as err:
-        jpeg_only.from_proto(File(content=encoded("PNG")))
+        jpeg_only.proto.from_proto(File(content=encoded("PNG")), REPLY)
     assert err.value.type == "content_type"
 
 
@@ -157,6 +156,6 @@ def test_encodes_in_own_format_else_png() -> None:
     rgba = Image.new("RGBA", (3, 3))
     rgba.format = "JPEG"  # JPEG cannot hold alpha: falls back to PNG
     assert encode_image(rgba)[1] == "image/png"
-    body = codec_for(Image.Image).encode_http(new, None)
+    body = codec_for(Image.Image).http.encode(new, None)
     assert body.media_type == "image/png"
     assert body.headers["Content-Disposition"] == 'inline; filename="image.png"'

@@ -40,6 +40,7 @@ def test_a_numpy_service_served_over_both_protocols_loads_no_other_framework() -
         from tensorwire.validators import DType, Shape
         from tensorwire.protobuf.descriptors import service_proto
         from tensorwire.http.schema import openapi
+        from tensorwire.contract.decoding import Decoder
 
         class Item(tensorwire.IODescriptor):
             v: t.Annotated[np.ndarray, DType("float16")]
@@ -55,7 +56,7 @@ def test_a_numpy_service_served_over_both_protocols_loads_no_other_framework() -
         service_proto(spec).proto_text()
         openapi(spec)
         api = spec.apis["f"]
-        api.decode_json(b'{"x": [[1, 2]], "item": {"v": [1]}}')
+        Decoder(api).decode_json(b'{"x": [[1, 2]], "item": {"v": [1]}}')
 
         import sys
         assert "tensorwire.codecs.tensor" in sys.modules

@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 
 import tensorwire
 from examples.models import ReviewAnalyzer
+from tensorwire.codecs import REPLY
+from tensorwire.contract.decoding import Decoder
 from tensorwire.protobuf.descriptors import ServiceProto
 from tensorwire.validators import FieldNumber
 
@@ -132,8 +134,9 @@ def test_round_trip_of_every_standard_type():
         inners=[Inner(z=2.0)], by_key={"a": Inner(z=3.0)}, anything={"x": [1, "y"]},
         blob={"q": True}, maybe=None)
     wire = messages.request({"value": value}).SerializeToString()
-    values = messages.request_values(messages.request_cls.FromString(wire))
-    back = tensorwire.get_service_spec(EverySvc).apis["echo"].decode_values(values)["value"]
+    values = messages.request_values(messages.request_cls.FromString(wire), REPLY)
+    back = Decoder(tensorwire.get_service_spec(EverySvc).apis["echo"]).decode_values(values)[
+        "value"]
     assert back == value
     reply = messages.response_cls.FromString(messages.response(value).SerializeToString())
     assert Everything.model_validate(messages.response_value(reply)) == value
@@ -142,10 +145,11 @@ def test_round_trip_of_every_standard_type():
 def test_missing_fields_read_as_missing_so_defaults_apply():
     p = proto()
     messages = p.messages["pinned"]
-    values = messages.request_values(messages.request_cls())
+    values = messages.request_values(messages.request_cls(), REPLY)
     assert values == {}
     api = tensorwire.get_service_spec(EverySvc).apis["pinned"]
-    assert api.decode_values(values) == {"first": 0, "second": "", "third": "", "fourth": 0.0}
+    assert Decoder(api).decode_values(values) == {"first": 0, "second": "", "third": "",
+                                                  "fourth": 0.0}
 
 
 def test_unknown_enum_number_is_an_invalid_argument_at_its_field():
@@ -154,7 +158,7 @@ def test_unknown_enum_number_is_an_invalid_argument_at_its_field():
     msg = messages.request({"value": {"s": "x"}})
     msg.value.color = 9
     with pytest.raises(tensorwire.errors.InvalidArgument) as info:
-        messages.request_values(msg)
+        messages.request_values(msg, REPLY)
     assert info.value.detail[0]["loc"] == ["value", "color"]
 
 
@@ -205,4 +209,4 @@ def test_field_metadata_in_annotated_keeps_constraints():
     api = tensorwire.get_service_spec(C).apis["m"]
     assert api.fields[0].number == 4
     with pytest.raises(tensorwire.errors.InvalidArgument):
-        api.decode_json(b'{"x": 1}')
+        Decoder(api).decode_json(b'{"x": 1}')

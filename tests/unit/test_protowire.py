@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import tensorwire
+from tensorwire.codecs import REPLY
 from tensorwire.errors import InvalidArgument
 from tensorwire.protobuf import framing as protowire
-from tensorwire.protobuf.descriptors import Parsed, service_proto
+from tensorwire.protobuf.descriptors import service_proto
+from tensorwire.protobuf.messages import Parsed
 from tensorwire.validators import DType
 
 
@@ -48,7 +50,7 @@ def test_split_parse_views_the_received_buffer() -> None:
     assert isinstance(parsed, Parsed) and set(parsed.raw) == {"x"}
     assert parsed.raw["x"].obj is wire  # a view, not a copy
     assert not parsed.msg.x.data and parsed.msg.n == 3
-    values = m.request_values(parsed)
+    values = m.request_values(parsed, REPLY)
     np.testing.assert_array_equal(values["x"], X)
     assert values["n"] == 3 and "y" not in values
 
@@ -76,8 +78,8 @@ def test_a_field_sent_twice_merges_as_protobuf_does() -> None:
     field = next(f for f in m._request_split.values() if f.name == "x")
     second = b"".join(protowire.fragment(field, (X + 1).tobytes()))  # data again: last wins
     merged = first + second
-    expected = m.request_values(m.request_cls.FromString(merged))["x"]
-    got = m.request_values(m.parse_request(merged))["x"]
+    expected = m.request_values(m.request_cls.FromString(merged), REPLY)["x"]
+    got = m.request_values(m.parse_request(merged), REPLY)["x"]
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(got, X + 1)
 
@@ -88,7 +90,7 @@ def test_tensors_without_data_take_the_plain_path() -> None:
         wire = m.request_bytes({"x": x})
         parsed = m.parse_request(wire)
         assert not isinstance(parsed, Parsed)
-        np.testing.assert_array_equal(m.request_values(parsed)["x"], x)
+        np.testing.assert_array_equal(m.request_values(parsed, REPLY)["x"], x)
 
 
 @pytest.mark.parametrize("wire", [

@@ -1,7 +1,7 @@
 """The standard codecs on the JSON side: what a JSON body accepts and refuses, and where.
 
 Each row declares one parameter `x` of an API and sends `{"x": <value>}` through the
-API's own `decode_json` (from bytes, as the HTTP transport does). Good values come back
+API's own `Decoder.decode_json` (from bytes, as the HTTP transport does). Good values come back
 as the Python value the method receives; bad ones are an InvalidArgument whose first
 violation has the expected location and error type.
 """
@@ -31,6 +31,7 @@ from annotated_types import (
 from pydantic import BaseModel, Field
 
 import tensorwire
+from tensorwire.contract.decoding import Decoder
 from tensorwire.errors import InvalidArgument
 
 _ABSENT = object()
@@ -52,8 +53,8 @@ class Outer(BaseModel):
     more: list[Inner] = []
 
 
-def api_for(annotation: t.Any, default: t.Any = _ABSENT):
-    """The APISpec of `def method(self, x: annotation [= default]) -> int`."""
+def api_for(annotation: t.Any, default: t.Any = _ABSENT) -> Decoder:
+    """The decoder of `def method(self, x: annotation [= default]) -> int`."""
     if default is _ABSENT:
         def method(self, x):  # type: ignore[no-untyped-def]
             return 1
@@ -62,7 +63,7 @@ def api_for(annotation: t.Any, default: t.Any = _ABSENT):
             return 1
     method.__annotations__ = {"x": annotation, "return": int}
     svc = tensorwire.service(type("Svc", (), {"method": tensorwire.api(method)}))
-    return tensorwire.get_service_spec(svc).apis["method"]
+    return Decoder(tensorwire.get_service_spec(svc).apis["method"])
 
 
 def decode(annotation: t.Any, body: bytes, default: t.Any = _ABSENT) -> dict[str, t.Any]:
@@ -260,7 +261,7 @@ def test_root_input_takes_the_body_as_the_value():
 
     method.__annotations__ = {"x": t.Annotated[list[int], MinLen(1)], "return": int}
     svc = tensorwire.service(type("Svc", (), {"method": tensorwire.api(method)}))
-    api = tensorwire.get_service_spec(svc).apis["method"]
+    api = Decoder(tensorwire.get_service_spec(svc).apis["method"])
     assert api.decode_json(b"[1, 2]") == {"x": [1, 2]}
     with pytest.raises(InvalidArgument) as info:
         api.decode_json(b"[]")

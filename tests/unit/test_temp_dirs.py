@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tensorwire.context import Context, Headers, RequestInfo, current_context
+from tensorwire.codecs import REPLY
+from tensorwire.context import Context, Headers, RequestInfo
 from tensorwire.tempdirs import TempDirs
 
 
@@ -82,9 +83,14 @@ def test_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     pool.close()
 
 
-def test_active_context_is_visible_while_decoding(tmp_path: Path) -> None:
+def test_a_context_is_the_scope_codecs_decode_a_request_in(tmp_path: Path) -> None:
+    """Codecs get the request explicitly: a Context reads a request into its own temp
+    dir; the reply scope (clients, tools) reads a reply into a fresh private dir."""
     ctx = _ctx(TempDirs(tmp_path))
-    assert current_context() is None
-    with ctx.active():
-        assert current_context() is ctx
-    assert current_context() is None
+    assert ctx.reading_request and ctx.temp_dir.parent.parent == tmp_path
+    assert not REPLY.reading_request
+    first, second = REPLY.temp_dir, REPLY.temp_dir
+    assert first != second and first.is_dir() and not any(first.iterdir())
+    assert REPLY.state == {} and REPLY.limits == {}
+    first.rmdir()
+    second.rmdir()

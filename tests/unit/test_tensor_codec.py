@@ -13,7 +13,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import tensorwire
 from tensorwire import v1
-from tensorwire.codecs import FieldError, codec_for, pydantic_annotation
+from tensorwire.codecs import REPLY, FieldError, codec_for, pydantic_annotation
 from tensorwire.codecs.tensor import TensorCodec
 from tensorwire.validators import ContentType, DataframeSchema, DType, Shape
 from tensorwire.wire import npy
@@ -266,9 +266,9 @@ def test_proto_round_trip_is_a_read_only_view_of_the_bytes() -> None:
     codec = codec_for(Rows)
     msg = v1.Tensor()
     value = np.arange(8, dtype=np.float32).reshape(2, 4)
-    codec.fill_proto(value, msg)
+    codec.proto.fill(value, msg)
     assert msg.dtype == F32 and list(msg.shape) == [2, 4] and len(msg.data) == 32
-    back = codec.from_proto(v1.Tensor.FromString(msg.SerializeToString()))
+    back = codec.proto.from_proto(v1.Tensor.FromString(msg.SerializeToString()), REPLY)
     assert not back.flags.writeable  # frombuffer over the received field: no extra copy
     np.testing.assert_array_equal(back, value)
 
@@ -289,24 +289,24 @@ def test_proto_round_trip_is_a_read_only_view_of_the_bytes() -> None:
 def test_proto_integrity_is_checked_before_any_array_is_made(msg: t.Any, kind: str,
                                                              match: str) -> None:
     with pytest.raises(FieldError, match=match.replace("[", r"\[").replace("(", r"\(")) as exc:
-        codec_for(np.ndarray).from_proto(msg)
+        codec_for(np.ndarray).proto.from_proto(msg, REPLY)
     assert exc.value.type == kind
 
 
 def test_proto_zero_size_and_string_tensors() -> None:
     codec = codec_for(np.ndarray)
-    empty = codec.from_proto(tensor_msg(F32, [0, 4]))
+    empty = codec.proto.from_proto(tensor_msg(F32, [0, 4]), REPLY)
     assert empty.shape == (0, 4) and empty.dtype == np.float32
-    words = codec.from_proto(tensor_msg(STR, [2, 1], strings=["é", "b"]))
+    words = codec.proto.from_proto(tensor_msg(STR, [2, 1], strings=["é", "b"]), REPLY)
     assert words.dtype.kind == "U" and words.tolist() == [["é"], ["b"]]
 
 
 def test_outputs_are_held_to_their_declaration() -> None:
     codec = codec_for(Rows)
     with pytest.raises(FieldError, match="expected dtype float32, got float64"):
-        codec.fill_proto(np.zeros((1, 4)), v1.Tensor())
+        codec.proto.fill(np.zeros((1, 4)), v1.Tensor())
     with pytest.raises(FieldError, match="expected shape"):
-        codec.encode_http(np.zeros((1, 3), np.float32), None)
+        codec.http.encode(np.zeros((1, 3), np.float32), None)
 
 
 # ---------------------------------------------------------------------- .npy
@@ -382,10 +382,10 @@ def test_accept_negotiation(accept: str | None, wanted: bool) -> None:
 def test_encode_http_follows_accept() -> None:
     codec = codec_for(np.ndarray)
     value = np.arange(3, dtype=np.int32)
-    as_npy = codec.encode_http(value, "application/x-npy")
+    as_npy = codec.http.encode(value, "application/x-npy")
     assert as_npy.media_type == "application/x-npy"
     np.testing.assert_array_equal(np.load(io.BytesIO(as_npy.content)), value)
-    as_json = codec.encode_http(value, "application/json")
+    as_json = codec.http.encode(value, "application/json")
     assert as_json.media_type == "application/json" and as_json.content == b"[0,1,2]"
 
 

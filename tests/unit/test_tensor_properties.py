@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 from pydantic import TypeAdapter
 
 from tensorwire import v1
-from tensorwire.codecs import codec_for
+from tensorwire.codecs import REPLY, codec_for
 from tensorwire.codecs.frameworks import TENSORFLOW, TORCH, Framework
 from tensorwire.validators import DType, Shape
 from tensorwire.wire import dtypes, npy
@@ -107,15 +107,15 @@ def through_every_wire(spec: dtypes.DTypeSpec, array: np.ndarray,
     back = fw.to_numpy if fw else np.asarray
 
     msg = v1.Tensor()
-    codec.fill_proto(value, msg)
+    codec.proto.fill(value, msg)
     received = v1.Tensor.FromString(msg.SerializeToString())
-    same_bits(back(ta.validate_python(codec.from_proto(received))), array)
+    same_bits(back(ta.validate_python(codec.proto.from_proto(received, REPLY))), array)
 
-    body = codec.encode_http(value, "application/x-npy")
+    body = codec.http.encode(value, "application/x-npy")
     assert body.media_type == npy.NPY
     same_bits(back(ta.validate_python(npy.read(body.content))), array)
 
-    text = codec.encode_http(value, "application/json").content
+    text = codec.http.encode(value, "application/json").content
     same_bits(back(ta.validate_json(text)), array, nan_as_nan=True)
 
 

@@ -122,7 +122,7 @@ def test_cuda_output_of_a_service_is_encoded_after_one_transfer() -> None:
     codec = codec_for(torch.Tensor)
     value = torch.arange(6, device="cuda", dtype=torch.float32).reshape(2, 3)
     host = transfer.outputs_to_host(value, codec.iter_tensors(value))
-    assert codec.encode_http(host, None).content == b"[[0.0,1.0,2.0],[3.0,4.0,5.0]]"
+    assert codec.http.encode(host, None).content == b"[[0.0,1.0,2.0],[3.0,4.0,5.0]]"
 
 
 class Scores(IODescriptor):

@@ -17,6 +17,8 @@ from tensorwire import v1
 from tensorwire.client.files import ClientFiles
 from tensorwire.client.grpc_transport import Output, encode_request, grpc_api
 from tensorwire.client.protokinds import field_kind
+from tensorwire.codecs import REPLY
+from tensorwire.contract.decoding import Decoder
 from tensorwire.errors import InvalidArgument
 from tensorwire.protobuf.descriptors import service_proto
 
@@ -75,7 +77,7 @@ def encode(api: str, values: dict[str, t.Any]):
 def server_reads(api: str, msg) -> dict[str, t.Any]:
     messages = PROTO.messages[api]
     wire = messages.request_cls.FromString(msg.SerializeToString())
-    return messages.api.decode_values(messages.request_values(wire))
+    return Decoder(messages.api).decode_values(messages.request_values(wire, REPLY))
 
 
 WHEN = dt.datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=UTC)

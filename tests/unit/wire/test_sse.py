@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tensorwire.client.sse import Event, SSEDecoder
 from tensorwire.http.endpoint import sse_event
+from tensorwire.wire.sse import Event, SSEDecoder
 
 
 def feed_all(chunks):

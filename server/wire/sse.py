@@ -1,12 +1,23 @@
-"""An incremental server-sent-events parser (the WHATWG event-stream format).
+"""Server-sent events (the WHATWG event-stream format), both ways.
 
-Fed raw chunks as they arrive, it yields complete events; lines may be split across
-chunks and end in LF, CR or CRLF. Only `data` and `event` fields matter here.
+The server frames each streamed chunk with `sse_event`; a client feeds raw chunks as
+they arrive to `SSEDecoder`, which yields complete events (lines may be split across
+chunks and end in LF, CR or CRLF; only `data` and `event` fields matter here). One
+module, so that what is written is exactly what is read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def sse_event(data: bytes, event: str | None = None) -> bytes:
+    """One server-sent event; multi-line data becomes several `data:` lines."""
+    if event is None and b"\n" not in data and b"\r" not in data:  # the common chunk
+        return b"data: " + data + b"\n\n"
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 
 
 @dataclass(frozen=True)
@@ -16,6 +27,8 @@ class Event:
 
 
 class SSEDecoder:
+    """Incremental parser of an event stream."""
+
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[str] = []

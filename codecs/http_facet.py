@@ -1,0 +1,138 @@
+"""The HTTP facet of a codec: raw bodies, multipart parts, responses and stream chunks.
+
+The base facet is a JSON value: read as JSON text (validated from bytes by pydantic),
+written as JSON. Families that travel otherwise (text, bytes, tensors as `.npy`, files,
+images) subclass it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .core import MISSING
+
+if TYPE_CHECKING:
+    from .core import Codec, Scope
+
+JSON = "application/json"
+#: curl -d sends form-urlencoded by default; a JSON API reads such a body as JSON text.
+LENIENT_JSON = frozenset({"application/x-www-form-urlencoded", "text/json"})
+
+
+def is_json_media(media_type: str | None) -> bool:
+    if not media_type:
+        return False
+    return media_type == JSON or media_type.endswith("+json")
+
+
+class Part(Protocol):
+    """One multipart part (or a whole raw body) as the transport hands it over.
+
+    Read at most once, by `read` or `save`.
+    """
+
+    name: str
+    filename: str | None
+    media_type: str | None
+    #: Bytes read from the part so far (for the request's total-size budget).
+    consumed: int
+
+    async def read(self) -> bytes: ...
+
+    async def save(self, path: Any) -> int:
+        """Stream the part into the file at `path`; returns its size."""
+        ...
+
+
+class UnsupportedBody(Exception):
+    """A raw body of a media type the codec does not read (HTTP 415)."""
+
+    def __init__(self, media_type: str | None, accepted: str) -> None:
+        super().__init__(
+            f"unsupported media type {media_type or '(none)'!s}; expected {accepted}"
+        )
+        self.media_type = media_type
+        self.accepted = accepted
+
+
+@dataclass(frozen=True)
+class JsonText:
+    """A raw body or part that is JSON text: validated straight from bytes by pydantic."""
+
+    data: bytes
+
+
+@dataclass
+class HttpBody:
+    """An encoded HTTP response body: bytes, or an async stream of chunks (files, SSE)."""
+
+    content: bytes | AsyncIterator[bytes]
+    media_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    length: int | None = None
+
+
+class HttpFacet:
+    """How one codec's values travel over HTTP; this base is a JSON value.
+
+    `is_file`, `repeated_parts`, `output_media` and `item` are properties because a
+    list or a model answers them from what it holds, read when asked.
+    """
+
+    def __init__(self, codec: Codec, *, body_media: str = JSON, output_media: str = JSON,
+                 binary_media: tuple[str, ...] = (), is_file: bool = False) -> None:
+        self.codec = codec
+        #: Media type read as a raw (root input) body.
+        self.body_media = body_media
+        #: Binary media types read as a raw body and written when Accept asks for them,
+        #: besides the JSON form (documentation, e.g. `application/x-npy` for tensors).
+        self.binary_media = binary_media
+        self._output_media = output_media
+        self._is_file = is_file
+
+    @property
+    def output_media(self) -> str:
+        """Media type of responses (documentation; `encode` decides)."""
+        return self._output_media
+
+    @property
+    def is_file(self) -> bool:
+        """Whether the value travels as a file (multipart part or raw body)."""
+        return self._is_file
+
+    @property
+    def repeated_parts(self) -> bool:
+        """Whether each multipart part of the field's name is one item (lists of files)."""
+        return False
+
+    @property
+    def item(self) -> HttpFacet | None:
+        """The facet of one item, where each item is its own part (lists of files)."""
+        return None
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
+        """A root input from the raw request body (a Part with the root field's name).
+
+        Returns a Python value for pydantic, or `JsonText` to be validated from bytes.
+        """
+        media_type = body.media_type
+        if media_type is None or is_json_media(media_type) or media_type in LENIENT_JSON:
+            data = await body.read()
+            return JsonText(data) if data.strip() else MISSING
+        raise UnsupportedBody(media_type, self.body_media)
+
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
+        """A value from one multipart part; non-file fields are JSON-encoded parts."""
+        return JsonText(await part.read())
+
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        """An HTTP response body for an output value."""
+        codec = self.codec
+        return HttpBody(codec.adapter.dump_json(codec.output_value(value)), JSON)
+
+    def encode_chunk(self, value: Any) -> bytes:
+        """One streamed chunk (SSE `data:`); JSON unless the family knows better."""
+        codec = self.codec
+        return codec.adapter.dump_json(codec.output_value(value))

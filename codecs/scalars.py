@@ -1,0 +1,294 @@
+"""Scalars: str, int, float, bool, bytes, enums and Literals, and string-formed types.
+
+Validation is pydantic's own (constraints stay in the annotation); these codecs say how
+each value sits in one protobuf scalar or enum, and how a root `str` or `bytes` input
+reads a raw body.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import orjson
+
+from ..wire.field_error import FieldError
+from .core import MISSING, Codec, Scope, instances_of
+from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is_json_media
+from .jsonvalues import JsonValueCodec
+from .media import (
+    SNIFF_BYTES,
+    canonical,
+    check_media,
+    resolve_media_type,
+    sniff,
+    unsupported_to_field_error,
+)
+from .proto_facet import BOOL, BYTES, DOUBLE, INT64, STRING, ProtoBuilder, ProtoFacet, ProtoType
+
+_PROTO: dict[type, ProtoType] = {str: STRING, int: INT64, float: DOUBLE, bool: BOOL,
+                                 bytes: BYTES}
+
+
+class ScalarProto(ProtoFacet):
+    """One protobuf scalar; values are coerced to the field's Python type on write."""
+
+    def __init__(self, codec: Codec, base: type) -> None:
+        super().__init__(codec, _PROTO[base])
+        self.base = base
+
+    def to_proto(self, value: Any) -> Any:
+        return self.base(value)
+
+
+class ScalarCodec(Codec):
+    """str, int, float, bool, bytes: one protobuf scalar each, a JSON value over HTTP."""
+
+    validates_output = True
+
+    def __init__(self, python_type: Any, annotation: Any, base: type) -> None:
+        super().__init__(python_type, annotation)
+        self.base = base
+        self.output_types = instances_of(python_type)
+        self.http = HttpFacet(self)
+        self.proto = ScalarProto(self, base)
+
+
+class StrHttp(HttpFacet):
+    """A root str input is the text body; a str output is text/plain."""
+
+    def __init__(self, codec: Codec) -> None:
+        super().__init__(codec, body_media="text/plain", output_media="text/plain")
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
+        media_type = body.media_type
+        if is_json_media(media_type):
+            return await super().decode_body(body, scope)
+        if media_type is not None and not (
+            media_type.startswith("text/") or media_type == "application/x-www-form-urlencoded"
+        ):
+            raise UnsupportedBody(media_type, "text/plain")
+        data = await body.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"the body is not UTF-8 text: {exc.reason}") from None
+
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
+        """A str form field is its text (what HTML forms, curl -F and Swagger UI send);
+        a part labelled application/json is a JSON string like any other JSON part.
+
+        A part with no media type that holds exactly one JSON string literal is read as
+        JSON: that is how BentoML's client (and others that JSON-encode every non-file
+        field) send text. Send `text/plain` to pass such quotes through verbatim.
+        """
+        if is_json_media(part.media_type):
+            return await super().decode_part(part, scope)
+        data = await part.read()
+        if part.media_type is None and _is_json_string(data):
+            return JsonText(data)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"the part is not UTF-8 text: {exc.reason}") from None
+
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        return HttpBody(str(self.codec.output_value(value)).encode(),
+                        "text/plain; charset=utf-8")
+
+    def encode_chunk(self, value: Any) -> bytes:
+        return str(self.codec.output_value(value)).encode()
+
+
+class StrCodec(ScalarCodec):
+    """`str`: a string field; over HTTP a root input or output is plain text."""
+
+    def __init__(self, python_type: Any, annotation: Any, base: type) -> None:
+        super().__init__(python_type, annotation, base)
+        self.http = StrHttp(self)
+
+
+def _is_json_string(data: bytes) -> bool:
+    text = data.strip()
+    if len(text) < 2 or text[:1] != b'"' or text[-1:] != b'"':
+        return False
+    try:
+        return isinstance(orjson.loads(text), str)
+    except orjson.JSONDecodeError:
+        return False
+
+
+class BytesHttp(HttpFacet):
+    """Raw bytes as a root body or file part (base64 inside JSON); a raw body out."""
+
+    codec: BytesCodec
+
+    async def decode_body(self, body: Part, scope: Scope) -> Any:
+        codec = self.codec
+        if codec.content_type is None and is_json_media(body.media_type):
+            return await super().decode_body(body, scope)
+        data = await body.read()
+        if codec.content_type is not None:
+            codec.check(data, body.media_type, body.filename)
+        return data
+
+    async def decode_part(self, part: Part, scope: Scope) -> Any:
+        # A file part is the raw bytes; a JSON part (no filename) is base64 in JSON.
+        codec = self.codec
+        if codec.content_type is None and part.filename is None and is_json_media(
+                part.media_type):
+            return await super().decode_part(part, scope)
+        data = await part.read()
+        if codec.content_type is not None:
+            codec.check(data, part.media_type, part.filename)
+        return data
+
+    def encode(self, value: Any, accept: str | None) -> HttpBody:
+        data = bytes(self.codec.output_value(value))
+        return HttpBody(data, self.codec.media_type_of(data))
+
+
+class BytesProto(ScalarProto):
+    """A `bytes` field; with a ContentType, bytes that plainly show another format are
+    refused (gRPC carries no media type, so only what the bytes say can be checked)."""
+
+    codec: BytesCodec
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
+        codec = self.codec
+        if codec.content_type is not None and raw:
+            sniffed = sniff(raw[:SNIFF_BYTES])
+            if sniffed is not None and sniffed != "text/plain":
+                try:
+                    codec.check(raw, sniffed)
+                except UnsupportedBody as exc:
+                    raise unsupported_to_field_error(exc) from None
+        return raw
+
+
+class BytesCodec(ScalarCodec):
+    """`bytes`: base64 in JSON, `bytes` in protobuf, the raw body as a root input.
+
+    With `Annotated[bytes, ContentType(...)]` the value is a binary of that media type:
+    a root body or file part of another type is refused (415), and an output is a raw
+    body of the declared type (sniffed from the bytes where the pattern is a wildcard).
+    """
+
+    def __init__(self, python_type: type, annotation: Any, base: type,
+                 content_type: Any = None) -> None:
+        super().__init__(python_type, annotation, base)
+        self.content_type = content_type
+        # Any bytes-like value is written as bytes(value) on both protocols.
+        self.output_types = (bytes, bytearray, memoryview)
+        self.declared: str | None = None
+        media = "application/octet-stream"
+        output_media = media
+        if content_type is not None:
+            pattern = content_type.pattern
+            if not any(c in pattern for c in "*?[,"):
+                self.declared = canonical(pattern)
+            media = pattern
+            output_media = self.declared or pattern
+        self.http = BytesHttp(self, body_media=media, output_media=output_media)
+        self.proto = BytesProto(self, base)
+
+    def check(self, data: bytes, claimed: str | None, filename: str | None = None) -> None:
+        """Raise UnsupportedBody when the bytes are not of the declared media type."""
+        media_type = resolve_media_type(data[:SNIFF_BYTES], claimed, filename)
+        check_media(self.content_type, media_type, claimed)
+
+    def media_type_of(self, value: bytes) -> str:
+        if self.content_type is None:
+            return "application/octet-stream"
+        if self.declared:
+            return self.declared
+        return resolve_media_type(value[:SNIFF_BYTES])
+
+
+class EnumProto(ProtoFacet):
+    """A protobuf enum numbered from 1; number 0 (proto3's "unspecified") reads as missing."""
+
+    codec: EnumCodec
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        codec = self.codec
+        return ProtoType.enum(builder.enum(codec.key, codec.name or name_hint, codec.labels))
+
+    def from_proto(self, raw: Any, scope: Scope) -> Any:
+        if raw == 0:
+            return MISSING
+        values = self.codec.values
+        if not 1 <= raw <= len(values):
+            raise FieldError(f"unknown enum number {raw}", type="enum")
+        return values[raw - 1]
+
+    def to_proto(self, value: Any) -> Any:
+        try:
+            return self.codec.numbers[_hashable(value)]
+        except KeyError:
+            raise FieldError(f"{value!r} is not one of the enum's values") from None
+
+
+def _hashable(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+class EnumCodec(Codec):
+    """`enum.Enum` and `Literal[...]` of strings: a JSON value, a protobuf enum."""
+
+    validates_output = True
+
+    def __init__(self, python_type: Any, annotation: Any, values: list[Any],
+                 labels: list[str], key: Any, name: str | None) -> None:
+        super().__init__(python_type, annotation)
+        self.output_types = instances_of(python_type)
+        self.values = values
+        self.labels = labels
+        self.key = key
+        self.name = name
+        self.numbers = {_hashable(v): i for i, v in enumerate(values, start=1)}
+        self.http = HttpFacet(self)
+        self.proto = EnumProto(self)
+
+
+def enum_codec(tp: type[enum.Enum], annotation: Any) -> EnumCodec:
+    members = list(tp)
+    return EnumCodec(tp, annotation, members, [m.name for m in members],
+                     key=tp, name=tp.__name__)
+
+
+def literal_codec(values: tuple[Any, ...], annotation: Any) -> Codec:
+    if all(isinstance(v, str) for v in values):
+        return EnumCodec(annotation, annotation, list(values), list(values),
+                         key=("literal", values), name=None)
+    if all(isinstance(v, bool) for v in values):
+        return ScalarCodec(annotation, annotation, bool)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return ScalarCodec(annotation, annotation, int)
+    return JsonValueCodec(annotation, annotation)
+
+
+class StringFormProto(ProtoFacet):
+    """A `string` holding exactly the value's JSON form."""
+
+    def __init__(self, codec: Codec) -> None:
+        super().__init__(codec, STRING)
+
+    def to_proto(self, value: Any) -> Any:
+        return self.codec.adapter.dump_python(value, mode="json", warnings=False)
+
+
+class StringFormCodec(Codec):
+    """Types pydantic writes as a JSON string (date, UUID, Decimal, URLs, e-mail, ...).
+
+    In protobuf they are a `string` holding exactly their JSON form, so both protocols
+    validate the same text with the same pydantic rules.
+    """
+
+    validates_output = True
+
+    def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
+        super().__init__(python_type, annotation)
+        self.output_types = instances_of(python_type)
+        self.http = HttpFacet(self)
+        self.proto = StringFormProto(self)

@@ -1,0 +1,98 @@
+"""Decoding one API's request values into the method's validated arguments.
+
+Every transport ends here, so both protocols validate through the same pydantic model:
+HTTP hands over JSON bytes (parsed once, straight from bytes), multipart values or a
+root body's value; gRPC the values its codecs read from the message.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from ..codecs import MISSING, JsonText, pydantic_annotation
+from ..errors import InvalidArgument
+from ..wire.field_error import invalid_argument
+from .descriptor import APISpec
+
+
+class Decoder:
+    """The validated arguments of one API, from whatever its transport extracted."""
+
+    __slots__ = ("_field_adapters", "_model", "_root", "_root_adapter", "api", "is_root")
+
+    def __init__(self, api: APISpec) -> None:
+        self.api = api
+        self.is_root = api.is_root
+        self._model = api.input_model
+        self._root = api.root_field if api.is_root else None
+        self._root_adapter = api.root_adapter
+        self._field_adapters: dict[str, TypeAdapter[Any]] | None = None
+
+    def decode_json(self, body: bytes) -> dict[str, Any]:
+        """Validated keyword arguments from a JSON object body, parsed once from bytes."""
+        if self.is_root:
+            return self.decode_root(JsonText(body))
+        try:
+            model = self._model.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            raise invalid_argument(exc) from None
+        return _arguments(model)
+
+    def decode_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Validated keyword arguments from already-decoded Python values (gRPC, parts).
+
+        A value that is `JsonText` (a multipart JSON part) is parsed by pydantic in JSON
+        mode for its own field, exactly as the same field inside a JSON body would be.
+        """
+        if self._root is not None:
+            return self.decode_root(values.get(self._root.name, MISSING))
+        try:
+            if any(type(v) is JsonText for v in values.values()):
+                values = {k: self._json_part(k, v) for k, v in values.items()}
+            model = self._model.model_validate(values)
+        except ValidationError as exc:
+            raise invalid_argument(exc) from None
+        return _arguments(model)
+
+    def _json_part(self, name: str, value: Any) -> Any:
+        if type(value) is not JsonText:
+            return value
+        adapter = self._adapters().get(name)
+        if adapter is None:  # an unknown part: let the model report it as extra
+            return value.data
+        try:
+            return adapter.validate_json(value.data)
+        except ValidationError as exc:
+            raise invalid_argument(exc, prefix=(name,)) from None
+
+    def _adapters(self) -> dict[str, TypeAdapter[Any]]:
+        if self._field_adapters is None:
+            self._field_adapters = {
+                f.name: TypeAdapter(Annotated[pydantic_annotation(f.annotation), f.info])
+                for f in self.api.fields
+            }
+        return self._field_adapters
+
+    def decode_root(self, value: Any) -> dict[str, Any]:
+        """Validated arguments for a root input from its one value (or its JSON text)."""
+        f = self._root
+        assert f is not None and self._root_adapter is not None
+        try:
+            if value is MISSING:
+                if f.required:
+                    raise InvalidArgument.at([f.name], "Field required", "missing")
+                validated = f.default
+            elif type(value) is JsonText:
+                validated = self._root_adapter.validate_json(value.data)
+            else:
+                validated = self._root_adapter.validate_python(value)
+        except ValidationError as exc:
+            raise invalid_argument(exc, prefix=(f.name,)) from None
+        return {f.name: validated}
+
+
+def _arguments(model: BaseModel) -> dict[str, Any]:
+    # The validated values themselves (no model_dump: nested models stay models).
+    return dict(model.__dict__)

@@ -1,0 +1,170 @@
+"""One API's request and response messages, and the conversions to and from values.
+
+`parse_request` / `request_values` / `response_bytes` are the server's path, and
+`request_bytes` / `parse_response` a client's: both move big bytes fields
+(`raw_bytes_field`, the data of a tensor) without copies through `framing`. The
+message-level `response` / `request` / `response_value` build and read ordinary
+messages. Values are read and written by each field's codec (its `proto` facet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..codecs import MISSING, REPLY, Codec, Scope
+from ..codecs.models import ModelCodec
+from ..contract.descriptor import APISpec
+from ..wire.field_error import FieldError, invalid_argument
+from . import framing
+
+
+class Parsed:
+    """A parsed request whose big bytes fields were cut out of the wire (see framing)."""
+
+    __slots__ = ("msg", "raw")
+
+    def __init__(self, msg: Any, raw: dict[str, memoryview]) -> None:
+        self.msg = msg
+        self.raw = raw
+
+
+class APIMessages:
+    """The request/response classes of one API and the conversions to and from them."""
+
+    def __init__(self, api: APISpec, request_cls: type, response_cls: type) -> None:
+        self.api = api
+        self.request_cls = request_cls
+        self.response_cls = response_cls
+        self._model_output = isinstance(api.output.codec, ModelCodec)
+        codec = api.output.codec
+        self._response_fields: list[tuple[str, str, Codec]] = (
+            [(f.name, f.key, f.codec) for f in codec.fields] if self._model_output
+            else [("result", "result", codec)])
+        # proto3 cannot tell an empty repeated/map field from an absent one: for an input
+        # with a default, empty reads as absent so that the default applies (as a key
+        # left out of a JSON body). A required one sent empty stays empty.
+        self._request_fields = [(f.name, f.codec, f.codec.is_container and not f.required)
+                                for f in api.fields]
+        self._request_split = framing.split_fields(
+            request_cls, [(f.name, f.codec) for f in api.fields])
+        self._response_split = framing.split_fields(
+            response_cls, [(name, c) for name, _, c in self._response_fields])
+
+    # server side
+    def parse_request(self, data: bytes) -> Any:
+        try:
+            data, raw = framing.split(data, self._request_split)
+            msg = self.request_cls.FromString(data)
+        except Exception:
+            raise invalid_argument(FieldError("the request is not a valid "
+                                              f"{self.request_cls.DESCRIPTOR.full_name} "
+                                              "protobuf message")) from None
+        return Parsed(msg, raw) if raw else msg
+
+    def request_values(self, msg: Any, scope: Scope) -> dict[str, Any]:
+        """Python values of the request's fields (missing ones left out), not validated.
+
+        An empty repeated/map field of an input with a default counts as missing.
+        `scope` is the request's (`Context`): uploaded files go to its temp dir.
+        """
+        msg, raw = (msg.msg, msg.raw) if isinstance(msg, Parsed) else (msg, {})
+        out: dict[str, Any] = {}
+        for name, codec, empty_is_missing in self._request_fields:
+            try:
+                value = _read(codec, msg, name, raw, scope)
+            except FieldError as exc:
+                raise invalid_argument(exc.under(name)) from None
+            if value is not MISSING and not (empty_is_missing and not value):
+                out[name] = value
+        return out
+
+    def response(self, value: Any) -> Any:
+        msg = self.response_cls()
+        codec = self.api.output.codec
+        value = codec.output_value(value)  # what HTTP writes too: checked, defaults filled
+        if self._model_output:
+            codec.proto.fill(value, msg)
+        else:
+            codec.proto.write_field(msg, "result", value)
+        return msg
+
+    def response_bytes(self, value: Any) -> bytes:
+        """The serialised response: `response(value)`, with big bytes fields copied once."""
+        if not self._response_split:
+            return self.response(value).SerializeToString()
+        value = self.api.output.codec.output_value(value)
+        if self._model_output:
+            values = [(name, codec, getattr(value, name, None))
+                      for name, _, codec in self._response_fields]
+        else:
+            values = [("result", self.api.output.codec, value)]
+        return _serialize(self.response_cls(), values, self._response_split)
+
+    # client side
+    def request(self, values: dict[str, Any]) -> Any:
+        msg = self.request_cls()
+        for f in self.api.fields:
+            if f.name in values:
+                try:
+                    f.codec.proto.write_field(msg, f.name, values[f.name])
+                except FieldError as exc:
+                    raise invalid_argument(exc.under(f.name)) from None
+        return msg
+
+    def request_bytes(self, values: dict[str, Any]) -> bytes:
+        """The serialised request: `request(values)`, with big bytes fields copied once."""
+        items = [(f.name, f.codec, values[f.name]) for f in self.api.fields if f.name in values]
+        try:
+            return _serialize(self.request_cls(), items, self._request_split)
+        except FieldError as exc:
+            raise invalid_argument(exc) from None
+
+    def response_value(self, msg: Any, scope: Scope = REPLY) -> Any:
+        codec = self.api.output.codec
+        if self._model_output:
+            return codec.proto.from_proto(msg, scope)
+        value = codec.proto.read_field(msg, "result", scope)
+        return None if value is MISSING else value
+
+    def parse_response(self, data: bytes, scope: Scope = REPLY) -> Any:
+        """`response_value` straight from the received bytes (big fields as views)."""
+        data, raw = framing.split(data, self._response_split)
+        msg = self.response_cls.FromString(data)
+        if not raw:
+            return self.response_value(msg, scope)
+        out: dict[str, Any] = {}
+        for name, key, codec in self._response_fields:
+            try:
+                value = _read(codec, msg, name, raw, scope)
+            except FieldError as exc:
+                raise exc.under(key) from None
+            if value is not MISSING:
+                out[key] = value
+        return out if self._model_output else out.get("result")
+
+
+def _read(codec: Codec, msg: Any, name: str, raw: dict[str, memoryview], scope: Scope
+          ) -> Any:
+    data = raw.get(name)
+    if data is None:
+        return codec.proto.read_field(msg, name, scope)
+    return codec.proto.from_split(getattr(msg, name), data, scope)
+
+
+def _serialize(msg: Any, values: list[tuple[str, Codec, Any]],
+               split: dict[int, framing.SplitField]) -> bytes:
+    by_name = {f.name: f for f in split.values()}
+    tail: list[Any] = []
+    for name, codec, value in values:
+        split_field = by_name.get(name)
+        try:
+            if split_field is None or value is None:
+                codec.proto.write_field(msg, name, value)
+                continue
+            payload = codec.proto.fill_split(value, getattr(msg, name))
+        except FieldError as exc:
+            raise exc.under(name) from None
+        if payload is not None:
+            tail += framing.fragment(split_field, payload)
+    head = msg.SerializeToString()
+    return b"".join([head, *tail]) if tail else head
