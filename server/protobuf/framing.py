@@ -5,10 +5,12 @@ field setter, `SerializeToString`), and reading it twice (the parse, the field g
 For the fields where this matters — a top-level singular message field whose codec
 names a `raw_bytes_field` (`Tensor.data`) — the bytes bypass the runtime:
 
-- writing: the message is serialised without them and each is appended as a trailing
-  fragment `field { raw_bytes_field: <bytes> }`. The protobuf encoding spec has parsers
-  merge repeated occurrences of a singular embedded message, so every parser reads the
-  same message; the payload is copied once, by the final join.
+- writing: the message is serialised without them and each is appended whole, as one
+  trailing field built from fragments: `field { <the element's other fields>
+  raw_bytes_field: <bytes> }`, the bytes a view, never copied before the final join.
+  The field occurs once: protobufjs (Node, browsers, grpc-web) does not merge repeated
+  occurrences of a singular message field as the spec asks, it keeps the last, so a
+  header occurrence followed by a data occurrence would reach it as data alone.
 - reading: the fragments of such fields are located in the received bytes and cut out
   before the (now small) rest is parsed; the codec gets a memoryview of the received
   buffer, so the array is a view of the very bytes grpc handed over.
@@ -123,10 +125,14 @@ def split(data: bytes, fields: dict[int, SplitField]) -> tuple[bytes, dict[str, 
     return b"".join(pieces), raw
 
 
-def fragment(field: SplitField, payload: Any) -> list[Any]:
-    """The trailing wire fragment `field { inner: payload }` as chunks (payload not copied)."""
+def fragment(field: SplitField, payload: Any, head: bytes = b"") -> list[Any]:
+    """The wire field `field { <head> inner: payload }` as chunks (payload not copied).
+
+    `head` is the rest of the element message, serialised: with it the field is whole,
+    one occurrence (see the module docstring).
+    """
     size = memoryview(payload).nbytes
-    inner_head = varint(field.inner << 3 | _LEN) + varint(size)
+    inner_head = head + varint(field.inner << 3 | _LEN) + varint(size)
     return [varint(field.number << 3 | _LEN), varint(len(inner_head) + size), inner_head,
             payload]
 

@@ -161,10 +161,12 @@ def _serialize(msg: Any, values: list[tuple[str, Codec, Any]],
             if split_field is None or value is None:
                 codec.proto.write_field(msg, name, value)
                 continue
-            payload = codec.proto.fill_split(value, getattr(msg, name))
+            element = getattr(msg, name)
+            payload = codec.proto.fill_split(value, element)
         except FieldError as exc:
             raise exc.under(name) from None
-        if payload is not None:
-            tail += framing.fragment(split_field, payload)
+        if payload is not None:  # the element goes out whole, once (see framing)
+            tail += framing.fragment(split_field, payload, element.SerializeToString())
+            msg.ClearField(name)
     head = msg.SerializeToString()
     return b"".join([head, *tail]) if tail else head

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +11,9 @@ import pytest
 
 from examples.quickstart import Quickstart
 from tensorwire import v1
-from tests.support.cache import kept_dir
+from tests.support import node as node_support
 
-node = shutil.which("node")
-npm = shutil.which("npm")
+node = node_support.NODE
 ROOT = Path(__file__).resolve().parents[2]
 
 CLIENT_JS = r"""
@@ -45,14 +43,7 @@ client.Summarize({text: 'node speaks grpc too', max_words: 2}, (err, reply) => {
 
 @pytest.fixture(scope="module")
 def node_modules(request: pytest.FixtureRequest) -> Path:
-    if node is None or npm is None:
-        pytest.skip("node/npm not installed")
-    cache = kept_dir(request, "node-grpc-client")
-    if not (cache / "node_modules" / "@grpc" / "grpc-js").exists():
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent",
-                        "@grpc/grpc-js@1", "@grpc/proto-loader@0"], cwd=cache, check=True,
-                       capture_output=True, timeout=300)
-    return cache
+    return node_support.node_modules(request)
 
 
 @pytest.mark.slow
