@@ -20,7 +20,7 @@ from tensorwire.contract.decoding import Decoder
 from tensorwire.protobuf.descriptors import ServiceProto
 from tensorwire.validators import FieldNumber
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 class Color(enum.Enum):
@@ -173,7 +173,7 @@ def test_proto_text_is_deterministic_and_matches_the_golden_file():
 def test_cli_proto_output_compiles_with_protoc(tmp_path: Path):
     out = subprocess.run([sys.executable, "-m", "tensorwire", "proto",
                           "examples.models:ReviewAnalyzer"], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[2])
+                         check=True, cwd=Path(__file__).resolve().parents[3])
     pkg = tmp_path / "review_analyzer"
     pkg.mkdir()
     (pkg / "review_analyzer.proto").write_text(out.stdout)

@@ -35,12 +35,6 @@ def bomb_png(side: int = 20_000) -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> t.Iterator[Context]:
-    context = Context(RequestInfo("http", "api", Headers()), temp_dirs=TempDirs(tmp_path))
-    yield context
-    context.close()
-
 
 def test_family_is_matched_and_schema_is_an_image_file() -> None:
     codec = codec_for(Image.Image)

@@ -17,7 +17,7 @@ from tensorwire.ops.sources import (
 )
 from tensorwire.settings import MiB, Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from tensorwire.security.bearer import BearerAuth
 from tensorwire.telemetry.logs import JsonFormatter
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("header", "ok"), [

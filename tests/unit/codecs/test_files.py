@@ -13,8 +13,7 @@ from tensorwire.codecs import REPLY, FieldError, UnsupportedBody, codec_for, pyd
 from tensorwire.codecs.containers import ListCodec
 from tensorwire.codecs.files import FileCodec
 from tensorwire.codecs.scalars import BytesCodec
-from tensorwire.context import Context, Headers, RequestInfo
-from tensorwire.tempdirs import TempDirs
+from tensorwire.context import Context
 from tensorwire.v1 import File
 from tensorwire.validators import ContentType, Shape
 from tests.support.parts import FakePart
@@ -22,12 +21,6 @@ from tests.support.parts import FakePart
 MP3 = b"ID3\x03\x00\x00\x00\x00\x00\x00" + (b"\xff\xfb\x90\x64" + b"\x00" * 413) * 3
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> t.Iterator[Context]:
-    context = Context(RequestInfo("http", "api", Headers()), temp_dirs=TempDirs(tmp_path))
-    yield context
-    context.close()
 
 
 AUDIO = t.Annotated[Path, ContentType("audio/mp3")]
