@@ -10,6 +10,7 @@ import tomllib
 import pytest
 import yaml
 
+from tensorwire.grpc.server import LIVENESS_SERVICE
 from tensorwire.settings import Settings
 from tests.support.dockerfile import parse
 from tests.support.servers import ROOT
@@ -71,7 +72,8 @@ def test_kubernetes_manifests_agree(manifests, stages):
     assert ports == {"http": 3000, "grpc": 50051}
     assert [str(p) for p in ports.values()] == stages[-1].one("EXPOSE").split()
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert container["livenessProbe"]["grpc"] == {"port": 50051}
+    # liveness asks the health entry that stays SERVING through a drain ("" flips)
+    assert container["livenessProbe"]["grpc"] == {"port": 50051, "service": LIVENESS_SERVICE}
     assert container["startupProbe"]["httpGet"]["path"] == "/livez"
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
