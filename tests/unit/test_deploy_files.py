@@ -3,6 +3,7 @@ and with what the container smoke test runs; the manifests parse with kubectl.""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tomllib
@@ -42,13 +43,14 @@ def test_dockerfile_shape(stages):
     assert final.one("EXPOSE").split() == ["3000", "50051"]
     user = final.one("USER").split(":")[0]
     assert user.isdigit() and int(user) != 0
-    assert {"EXTRAS", "SERVICE", "SERVICE_DIR"} <= set(final.args)
+    assert {"EXTRAS", "TORCH_INDEX_URL"} <= set(build.args)
+    assert {"SERVICE", "SERVICE_DIR"} <= set(final.args)
     env = final.env()
     assert env["TENSORWIRE_SERVICE"] == final.args["SERVICE"]
     assert (env["TENSORWIRE_HTTP_PORT"], env["TENSORWIRE_GRPC_PORT"]) == ("3000", "50051")
     assert (int(env["TENSORWIRE_HTTP_PORT"]), int(env["TENSORWIRE_GRPC_PORT"])) == (
         Settings().http_port, Settings().grpc_port)
-    assert any("${EXTRAS:+[${EXTRAS}]}" in run for run in final.all("RUN"))
+    assert any("${EXTRAS:+[${EXTRAS}]}" in run for run in build.all("RUN"))
     assert (ROOT / final.args["SERVICE_DIR"]).is_dir()
     # the non-root user gets a home of its own to write to (library caches under ~)
     assert env["HOME"].startswith("/home/")
@@ -101,7 +103,7 @@ def test_compose_file_agrees(stages):
     (svc,) = compose["services"].values()
     assert (DOCKER / svc["build"]["context"] / svc["build"]["dockerfile"]).resolve() == (
         DOCKER / "Dockerfile").resolve()
-    assert set(svc["build"]["args"]) <= set(stages[-1].args)
+    assert set(svc["build"]["args"]) <= {a for stage in stages for a in stage.args}
     assert svc["ports"] == ["3000:3000", "50051:50051"]
     assert int(svc["stop_grace_period"].rstrip("s")) > float(
         svc["environment"]["TENSORWIRE_GRACEFUL_TIMEOUT"])
@@ -125,3 +127,39 @@ def test_kubectl_parses_the_manifests():
         applied = subprocess.run([kubectl, "apply", "--dry-run=client", "-k", str(K8S)],
                                  capture_output=True, text=True, timeout=60)
         assert applied.returncode == 0, applied.stderr
+
+
+def test_dockerfile_builds_without_a_registry_and_ships_no_wheel(stages):
+    text = (DOCKER / "Dockerfile").read_text()
+    # a `# syntax=` parser directive makes BuildKit pull its frontend from a registry
+    assert not re.search(r"^#\s*syntax\s*=", text, re.MULTILINE | re.IGNORECASE)
+    build, final = stages[0], stages[-1]
+    (wheel_run,) = [run for run in build.all("RUN") if "python -m build" in run]
+    wheels = wheel_run.split("--outdir")[1].split()[0]
+    # the wheel is installed in the build stage; the final stage takes the environment
+    (install,) = [run for run in build.all("RUN") if "${EXTRAS:+[${EXTRAS}]}" in run]
+    assert f"{wheels}/" in install
+    venv = final.env()["PATH"].split(":")[0].removesuffix("/bin")
+    assert f"python -m venv {venv}" in install
+    assert f"{venv}/bin/pip install" in install
+    from_build = [rest.split()[1:] for rest in final.all("COPY") if "--from=build" in rest]
+    assert from_build == [[venv, venv]]
+    for rest in final.all("COPY") + final.all("RUN") + final.all("ADD"):
+        assert wheels not in rest and ".whl" not in rest, rest
+    # torch's CPU wheels: an optional extra index for every pip install of extras or of
+    # a service's requirements (PyPI's Linux torch is the multi-GB CUDA build)
+    for stage in (build, final):
+        assert stage.args["TORCH_INDEX_URL"] == ""
+    pip_installs = [run for stage in (build, final) for run in stage.all("RUN")
+                    if "pip install" in run and ("EXTRAS" in run or "requirements" in run)]
+    assert len(pip_installs) == 2
+    for run in pip_installs:
+        assert '${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"}' in run, run
+
+
+def test_readme_documents_every_build_arg(stages):
+    readme = (ROOT / "README.md").read_text()
+    docker = readme[readme.index("### Docker"):readme.index("### Compose")]
+    for name in {a for stage in stages for a in stage.args} | set(parse(DOCKER / "Dockerfile")[0]):
+        assert f"`{name}`" in docker, name
+    assert "https://download.pytorch.org/whl/cpu" in docker
