@@ -4,9 +4,12 @@ and with what the container smoke test runs; the manifests parse with kubectl.""
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import tomllib
+from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +21,11 @@ from tests.support.servers import ROOT
 
 DOCKER = ROOT / "docker"
 K8S = DOCKER / "k8s"
+BASE = K8S / "base"
+GPU = K8S / "overlays" / "gpu"
+#: Seconds a stop grace period must leave after preStop + the drain: both servers close
+#: (serve.CLOSE_TIMEOUT, 1 s), the runtime and the worker processes exit.
+MARGIN = 5
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +33,33 @@ def stages():
     return parse(DOCKER / "Dockerfile")[1]
 
 
+def kustomize(folder: Path) -> list[dict]:
+    """`kubectl kustomize FOLDER`: offline, what `kubectl apply -k` would send."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    built = subprocess.run([kubectl, "kustomize", str(folder)], capture_output=True,
+                           text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    return list(yaml.safe_load_all(built.stdout))
+
+
+def by_kind(docs: list[dict]) -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in docs}
+
+
 @pytest.fixture(scope="module")
 def manifests() -> dict[str, dict]:
-    docs = {}
-    for path in sorted(K8S.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            docs[doc["kind"]] = doc
-    return docs
+    docs = []
+    for path in sorted(BASE.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs.extend(yaml.safe_load_all(path.read_text()))
+    return by_kind(docs)
+
+
+@pytest.fixture(scope="module")
+def gpu() -> dict[str, dict]:
+    return by_kind(kustomize(GPU))
 
 
 def test_dockerfile_shape(stages):
@@ -81,8 +109,6 @@ def test_kubernetes_manifests_agree(manifests, stages):
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] == int(stages[-1].one("USER").split(":")[0])
     env = {e["name"]: e for e in container["env"]}
-    grace = float(env["TENSORWIRE_GRACEFUL_TIMEOUT"]["value"])
-    assert pod["terminationGracePeriodSeconds"] > grace + 5  # preStop sleep + drain
     assert env["TENSORWIRE_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     if annotations.get("prometheus.io/scrape") == "true":  # scraped without the token
@@ -93,9 +119,11 @@ def test_kubernetes_manifests_agree(manifests, stages):
         "http": (3000, "http"), "grpc": (50051, "grpc")}
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
                                              "name": deployment["metadata"]["name"]}
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
     assert sorted(kustomization["resources"]) == sorted(
-        p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+        p.name for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
+    # `kubectl apply -k docker/k8s` applies the base as is
+    assert yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"] == ["base"]
 
 
 def test_compose_file_agrees(stages):
@@ -105,28 +133,151 @@ def test_compose_file_agrees(stages):
         DOCKER / "Dockerfile").resolve()
     assert set(svc["build"]["args"]) <= {a for stage in stages for a in stage.args}
     assert svc["ports"] == ["3000:3000", "50051:50051"]
-    assert int(svc["stop_grace_period"].rstrip("s")) > float(
-        svc["environment"]["TENSORWIRE_GRACEFUL_TIMEOUT"])
 
 
-def test_kubectl_parses_the_manifests():
+def test_kubectl_builds_every_kustomization():
+    kinds = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
+    folders = [K8S, BASE, GPU]
+    for folder in folders:
+        assert set(by_kind(kustomize(folder))) == kinds, folder
+    # `apply --dry-run=client` also needs an API server for discovery, so it runs only
+    # when a cluster is reachable
     kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed")
-    # `kustomize` parses every resource offline; `apply --dry-run=client` also needs an
-    # API server for discovery, so it runs only when a cluster is reachable.
-    built = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True,
-                           timeout=60)
-    assert built.returncode == 0, built.stderr
-    kinds = {d["kind"] for d in yaml.safe_load_all(built.stdout)}
-    assert kinds == {"Deployment", "Service", "HorizontalPodAutoscaler",
-                     "PodDisruptionBudget"}
+    assert kubectl is not None
     reachable = subprocess.run([kubectl, "version", "--request-timeout=3s"],
                                capture_output=True, timeout=30).returncode == 0
     if reachable:
-        applied = subprocess.run([kubectl, "apply", "--dry-run=client", "-k", str(K8S)],
-                                 capture_output=True, text=True, timeout=60)
-        assert applied.returncode == 0, applied.stderr
+        for folder in folders:
+            applied = subprocess.run([kubectl, "apply", "--dry-run=client", "-k", str(folder)],
+                                     capture_output=True, text=True, timeout=60)
+            assert applied.returncode == 0, applied.stderr
+
+
+def pod_and_container(deployment: dict) -> tuple[dict, dict]:
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return pod, container
+
+
+def test_gpu_overlay_asks_for_a_gpu_node_and_keeps_the_rest(manifests, gpu):
+    pod, container = pod_and_container(gpu["Deployment"])
+    assert int(container["resources"]["limits"]["nvidia.com/gpu"]) == 1
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in (
+        pod["tolerations"])
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # a CUDA build of the image, not the CPU one
+    assert container["image"].split(":")[0] == "tensorwire-gpu"
+    # everything else is the base: probes, drain, security, volumes, the other kinds
+    base_pod, base_container = pod_and_container(manifests["Deployment"])
+    for key in ("env", "ports", "startupProbe", "readinessProbe", "livenessProbe",
+                "lifecycle", "securityContext", "volumeMounts"):
+        assert container[key] == base_container[key], key
+    for key in ("securityContext", "terminationGracePeriodSeconds", "volumes"):
+        assert pod[key] == base_pod[key], key
+    for kind in ("Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"):
+        assert gpu[kind] == manifests[kind], kind
+
+
+def deployments(manifests: dict[str, dict]) -> list[dict]:
+    """The base Deployment, and the GPU overlay's when kubectl can build it."""
+    out = [manifests["Deployment"]]
+    if shutil.which("kubectl"):
+        out.append(by_kind(kustomize(GPU))["Deployment"])
+    return out
+
+
+def test_read_only_root_keeps_home_and_tmp_writable(manifests, stages):
+    """The image promises a writable HOME (library caches) and the server writes /tmp;
+    with readOnlyRootFilesystem each needs a writable volume of its own."""
+    home = stages[-1].env()["HOME"]
+    for deployment in deployments(manifests):
+        pod, container = pod_and_container(deployment)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        for path in ("/tmp", home):
+            assert path in mounts, path
+            assert not mounts[path].get("readOnly", False)
+            assert "emptyDir" in volumes[mounts[path]["name"]], path
+
+
+def drain(env: Mapping[str, str]) -> float:
+    """Seconds the server drains after SIGTERM under this environment."""
+    return float(env.get("TENSORWIRE_GRACEFUL_TIMEOUT", Settings().graceful_timeout))
+
+
+def compose_env(svc: dict) -> dict[str, str | None]:
+    env = svc.get("environment", {})
+    if isinstance(env, dict):
+        return {k: None if v is None else str(v) for k, v in env.items()}
+    return {k: (v if sep else None) for k, sep, v in (e.partition("=") for e in env)}
+
+
+def seconds(duration: str) -> float:
+    """A compose duration: 40s, 1m30s, 1.5m."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|s|m|h)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    unit = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * unit[u] for n, u in parts)
+
+
+def readme_run_commands(readme: str) -> list[list[str]]:
+    """Every `docker run` / `podman run` in the README's shell blocks, as words."""
+    commands = []
+    for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", readme, re.DOTALL):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip().removeprefix("$ ")
+            words = shlex.split(line) if line else []
+            if words[:2] in (["docker", "run"], ["podman", "run"]):
+                commands.append(words)
+    return commands
+
+
+def test_every_stop_grace_period_covers_the_drain(manifests, stages):
+    """docker run --stop-timeout, compose's stop_grace_period and the pod's
+    terminationGracePeriodSeconds all outlast preStop + the server's drain."""
+    readme = (ROOT / "README.md").read_text()
+    runs = readme_run_commands(readme)
+    assert runs
+    image_env = stages[-1].env()
+    for words in runs:
+        env = dict(image_env)
+        for i, word in enumerate(words):  # -e K=V, --env K=V, --env=K=V
+            if word in ("-e", "--env") or word.startswith("--env="):
+                value = words[i + 1] if word in ("-e", "--env") else word[len("--env="):]
+                key, _, val = value.partition("=")
+                env[key] = val
+        timeout = [words[i + 1] for i, w in enumerate(words) if w == "--stop-timeout"] + [
+            w.split("=", 1)[1] for w in words if w.startswith("--stop-timeout=")]
+        assert timeout, f"no --stop-timeout (docker's 10 s default kills the drain): {words}"
+        assert float(timeout[0]) >= drain(env) + MARGIN, words
+
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    (svc,) = compose["services"].values()
+    env = {k: v for k, v in compose_env(svc).items() if v is not None}
+    grace = seconds(svc["stop_grace_period"])
+    assert grace >= drain(env) + MARGIN
+    assert f"stop_grace_period: {svc['stop_grace_period']}" in readme
+
+    for deployment in deployments(manifests):
+        pod, container = pod_and_container(deployment)
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+        assert pre_stop[0] == "sleep"
+        grace = pod["terminationGracePeriodSeconds"]
+        assert grace >= float(pre_stop[1]) + drain(env) + MARGIN
+        assert f"terminationGracePeriodSeconds: {grace}" in readme
+
+
+def test_compose_passes_the_token_through_without_interpolation():
+    text = (DOCKER / "compose.yaml").read_text()
+    # implementations disagree on `${VAR:-}`: one passed it to the container literally,
+    # turning auth on with a token readable in the repository
+    assert "${" not in "".join(line.split("#")[0] for line in text.splitlines())
+    (svc,) = yaml.safe_load(text)["services"].values()
+    env = compose_env(svc)
+    # a bare name: the host's value when set, else unset (and auth off)
+    assert env["TENSORWIRE_AUTH_TOKEN"] is None
 
 
 def test_dockerfile_builds_without_a_registry_and_ships_no_wheel(stages):
