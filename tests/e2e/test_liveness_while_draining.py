@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 def liveness_service() -> str:
     """The grpc.health.v1 service name the kubelet's liveness probe asks for."""
-    deployment = yaml.safe_load((ROOT / "docker" / "k8s" / "deployment.yaml").read_text())
+    deployment = yaml.safe_load((ROOT / "docker" / "k8s" / "base" / "deployment.yaml").read_text())
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return container["livenessProbe"]["grpc"].get("service", "")
 
