@@ -1,5 +1,6 @@
-"""docker/: the Dockerfile, compose file and Kubernetes manifests agree with each other
-and with what the container smoke test runs; the manifests parse with kubectl."""
+"""docker/: the Dockerfile, compose file and Kubernetes manifests (base and overlays)
+agree with each other, with the server's settings and with the README's commands; the
+kustomizations build with kubectl."""
 
 from __future__ import annotations
 
