@@ -30,6 +30,12 @@ from ..wire.status import to_status
 
 log = logging.getLogger("tensorwire.grpc")
 
+#: grpc.health.v1 service name for liveness (Kubernetes: `grpc: {service: liveness}`).
+#: It stays SERVING while the process drains; "" and the API service answer readiness
+#: and flip to NOT_SERVING on SIGTERM. A liveness probe on "" would restart a pod that
+#: is only draining and cut its in-flight requests.
+LIVENESS_SERVICE = "liveness"
+
 
 class GrpcEndpoint:
     """The handlers of one API (unary or server-streaming)."""
@@ -214,6 +220,7 @@ class GrpcServer:
 
     async def start(self) -> None:
         await self.server.start()
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
 
     async def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
