@@ -304,8 +304,8 @@ def pydantic_annotation(annotation: Any) -> Any:
     return _with_metadata(base, _plain(metadata))
 
 
-# Families of framework types, matched without importing the framework. The codec
-# modules that implement them register here as they land.
+# The built-in families, matched without importing their framework: each codec module
+# is imported the first time a service uses one of its types.
 def _register_builtin_families() -> None:
     register_family(Family(
         "path", lambda tp: isinstance(tp, type) and issubclass(tp, PurePath),

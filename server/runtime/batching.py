@@ -1,45 +1,20 @@
 """Adaptive micro-batching: concurrent requests to one API share one model call.
 
-The dispatcher, per API and per worker
---------------------------------------
-Requests are validated first (so a bad request fails alone, before it can spoil a
-batch), then queued FIFO with their arrival time and item count (a `(k, 4)` array is k
-items). One dispatch loop forms and runs batches:
-
-1. **Idle model, non-empty queue: dispatch at once.** A lone request never waits for
-   company; its latency is the model's. (BentoML's CorkDispatcher and Triton's
-   `max_queue_delay` both hold requests on purpose at low load; we never do.)
-2. **Busy model: requests accumulate.** When the running batch returns, everything
-   queued (up to the cap below) goes in the next batch, so batch size follows load by
-   itself: one at low traffic, large at high traffic.
-3. **The cap adapts to the measured model latency.** The service time of a batch is
-   modelled as `t(n) = a + b·n` (fixed cost + per item), fitted online by exponentially
-   weighted least squares over recent batches. The fixed cost `a` is paid whether or not
-   requests share a call; what batching adds to a request is the other items' share,
-   `b·(n - 1)`. The cap is the largest `n <= max_batch_size` with `b·(n - 1) <=
-   max_latency_ms`, so joining a batch never costs a request more than `max_latency_ms`
-   over running alone — for the batch it is in, and for the one it may wait behind.
-   (A cap of `t(n) <= max_latency_ms` would collapse to 1 for any model whose fixed cost
-   exceeds the budget: exactly the models that gain most from batching.) Until two batch
-   sizes have been seen the cap is `max_batch_size`.
-3b. **Overload is bounded by a count, on purpose.** Nothing above ever *holds* a request
-   for company, but when requests arrive faster than the model clears them they queue.
-   The queue holds at most `--batch-queue-items` items (default 32 x max_batch_size);
-   beyond that a request is refused at once with 503 / RESOURCE_EXHAUSTED and
-   Retry-After, so waits stay bounded (at most 32 full batches) and the excess goes back
-   to the client or load balancer. We tried refusing on the *predicted* wait instead
-   (queued batches x t(cap) > max_latency_ms, as BentoML does) and dropped it: a burst of
-   64 concurrent requests on an idle server with a 10 ms budget was refused in part,
-   though the model cleared it in a few batches; BentoML users meet that as spurious 503s.
-   Set `--batch-queue-items` to `cap x (budget / t(cap))` for a strict time bound.
-4. Requests larger than the cap are split into chunks that run in successive batches and
-   are re-joined in order; requests whose non-batched inputs differ (e.g. a
-   `threshold: float`) are never merged with each other.
-5. The batch's output is moved to the host once (one device→host transfer for the whole
-   batch), checked to hold exactly as many items as went in, and split back into
-   per-request pieces (views where the framework allows). A model exception fails the
-   requests of that batch only, with 500 / INTERNAL; a request cancelled while queued
-   leaves the queue and never reaches the model.
+One dispatcher per API and worker. Requests are validated first (a bad one fails alone),
+queued FIFO, and dispatched at once when the model is idle: a lone request never waits
+for company, and while the model is busy requests accumulate, so batch size follows
+load by itself. The batch cap adapts to the model: its service time is fitted online
+as `t(n) = a + b·n`, and the cap is the largest `n <= max_batch_size` with
+`b·(n - 1) <= max_latency_ms`, so sharing a call never costs a request more than
+`max_latency_ms` over running alone (a cap on `t(n)` itself would collapse to 1 for the
+models with a large fixed cost, the ones batching helps most). Overload is bounded by a
+count (`--batch-queue-items`, default 32 x max_batch_size, then 503 / RESOURCE_EXHAUSTED
+with Retry-After), not by predicted wait, which refused parts of short bursts an idle
+model would have cleared. Oversized requests are split across batches and re-joined;
+requests whose non-batched inputs differ are never merged. A batch's output moves to the
+host once, must hold as many items as went in, and is split back (views where the
+framework allows); a model error fails that batch's requests only, and a request
+cancelled while queued never reaches the model.
 """
 
 from __future__ import annotations

@@ -149,7 +149,150 @@ class ServiceRuntime:
             work = self._call(api, kwargs, ctx)
         if limit is None:
             return await work
-        try:  # not through _within: one coroutine fewer on every unary call
+        try:
+            return await self._deadlines.run(limit, work)
+        except Expired:
+            raise self._timed_out(limit, ctx) from None
+
+    async def _call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
+        if api.batchable:
+            if not self.ready:
+                raise ServiceUnavailable("the service is not ready")
+            return await self._batchers[api.name].submit(kwargs)
+        method, args, kw = self._prepare(api, kwargs, ctx)
+        if api.is_async:
+            result = await method(*args, **kw)
+        else:
+            future = self.executor.submit(functools.partial(method, *args, **kw))
+            try:
+                result = await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
+                ctx.close_after(future)  # and its temp files stay until it returns
+                raise
+        if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
+            return result
+        return await self.to_host(api, result)
+
+    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context
+                     ) -> AsyncIterator[Any]:
+        """Run a generator API, yielding each chunk as soon as it is produced.
+
+        The time limit applies to each chunk's production, not to the whole stream: a
+        long generation that keeps producing is never cut.
+        """
+        method, args, kw = self._prepare(api, kwargs, ctx)
+        limit = self.admission.timeout
+        on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
+        # One time-limit entry for the whole stream, armed only while a chunk is made.
+        watch = self._deadlines.watch(limit) if limit is not None else None
+        loop = asyncio.get_running_loop()
+        gen = method(*args, **kw)
+        try:
+            while True:
+                if api.is_async:
+                    produce = anext(gen, _DONE)
+                else:
+                    produce = loop.run_in_executor(self.executor, next, gen, _DONE)
+                if watch is None:
+                    chunk = await produce
+                else:
+                    watch.arm()
+                    try:
+                        chunk = await produce
+                    except asyncio.CancelledError:
+                        try:
+                            watch.check()
+                        except Expired:
+                            raise self._timed_out(limit, ctx) from None  # type: ignore[arg-type]
+                        raise
+                    finally:
+                        watch.disarm()
+                if chunk is _DONE:
+                    break
+                yield await self.to_host(api, chunk) if on_device else chunk
+        finally:
+            if watch is not None:
+                watch.close()
+            ctx.cancel()
+            with contextlib.suppress(Exception):
+                if api.is_async:
+                    await gen.aclose()
+                else:
+                    await loop.run_in_executor(self.executor, gen.close)
+
+    async def to_host(value: Any) -> Any:
+            return await self.to_host(api, value)
+
+        observe = self.settings.extra.get("batch_observer")
+        if observe is None and self.settings.metrics:
+            observe = metrics.batch_observer(api.name)
+        return Batcher(api, invoke, to_host,
+                       max_queue_items=self.settings.batch_queue_items or None,
+                       observe=observe)  # type: ignore[arg-type]
+
+    def batcher(self, name: str) -> Any:
+        """The dispatcher of a batchable API (tests and metrics inspect it)."""
+        return self._batchers[name]
+
+    async def close(self) -> None:
+        self.ready = False
+        for batcher in self._batchers.values():
+            await batcher.close()
+        closer = getattr(self.instance, "__tensorwire_close__", None) or getattr(
+            self.instance, "close", None) if self.instance is not None else None
+        if callable(closer):
+            with contextlib.suppress(Exception):
+                result = closer()
+                if asyncio.iscoroutine(result):
+                    await result
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.temp_dirs.close()
+
+    def context(self, request: Any) -> Context:
+        """A new request's Context, drawing its temp dir from this worker's pool."""
+        return Context(request, temp_dirs=self.temp_dirs, limits=self.settings.extra)
+
+    @property
+    def draining(self) -> bool:
+        return self.admission.draining
+
+    # ------------------------------------------------------------------ calls
+    def _limit(self, deadline: float | None) -> float | None:
+        """The seconds this call may take: the server's limit or the client's deadline."""
+        limit = self.admission.timeout
+        if deadline is not None and (limit is None or deadline < limit):
+            return max(deadline, 0.0)
+        return limit
+
+    @staticmethod
+    def _timed_out(limit: float, ctx: Context) -> DeadlineExceeded:
+        ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
+        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
+
+    def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
+        if not self.ready:
+            raise ServiceUnavailable("the service is not ready")
+        method = self._methods[api.name]
+        args, kw = self._callers[api.name](kwargs, ctx)
+        return method, args, kw
+
+    async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context,
+                   deadline: float | None = None) -> Any:
+        """Run a unary API and return its (host-side) result.
+
+        `deadline`: seconds the client still waits (gRPC), None when it did not say.
+        """
+        limit = self._limit(deadline)
+        if api.is_async and not api.batchable and not api.output.codec.has_tensors:
+            # The method's own coroutine, unwrapped: nothing to do after it returns.
+            method, args, kw = self._prepare(api, kwargs, ctx)
+            work = method(*args, **kw)
+        else:
+            work = self._call(api, kwargs, ctx)
+        if limit is None:
+            return await work
+        try:
             return await self._deadlines.run(limit, work)
         except Expired:
             raise self._timed_out(limit, ctx) from None
