@@ -7,7 +7,12 @@ and shared read-only by every call, so a client is safe to use from many tasks/t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter
+
+from .filedata import is_pil_type, open_image
 
 
 @dataclass(frozen=True)
@@ -109,13 +114,9 @@ def adapt_output(value: Any, target: Any) -> Any:
     """
     if target is None or value is None:
         return value
-    from .files import is_pil_type, open_image
-
     if is_pil_type(target):
         if isinstance(value, bytes):
             return open_image(value)
-        from pathlib import Path
-
         if isinstance(value, Path):
             return open_image(value.read_bytes())
         return value
@@ -124,8 +125,6 @@ def adapt_output(value: Any, target: Any) -> Any:
         import numpy as np
 
         return np.asarray(value)
-    from pydantic import TypeAdapter
-
     return TypeAdapter(target).validate_python(value)
 
 

@@ -22,7 +22,9 @@ from typing import Any
 
 from ..errors import NotFound
 from .api import APIInfo, RemoteAPI, adapt_output, validate_output_types
-from .files import ClientFiles
+from .filedata import ClientFiles
+from .grpc_transport import GrpcTransport
+from .http_transport import HttpTransport
 from .options import CallOptions
 from .streams import AsyncStream
 from .target import Target, parse_target
@@ -90,12 +92,8 @@ class AsyncClient:
         common = dict(token=token, connect_timeout=connect_timeout,
                       root_certificates=certificates, files=self._files)
         if self._target.protocol == "http":
-            from .http_transport import HttpTransport
-
             self._transport: Any = HttpTransport(self._target, **common)
         else:
-            from .grpc_transport import GrpcTransport
-
             self._transport = GrpcTransport(self._target, service=service, **common)
         self._state = _State()
         self._owner = True

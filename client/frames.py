@@ -43,11 +43,9 @@ class FrameKind(jsonkinds.JsonKind):
         return f"DataFrame ({self.orient})"
 
 
-def _is_frame_schema(schema: dict[str, Any]) -> bool:
+def is_frame_schema(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "dataframe" or schema.get("format") == "pandas-dataframe"
 
-
-jsonkinds.register_schema_kind(_is_frame_schema, FrameKind)
 
 
 class FrameElement(protokinds.Message):
@@ -81,5 +79,3 @@ class FrameElement(protokinds.Message):
     def summary(self) -> str:
         return "DataFrame"
 
-
-protokinds.register_message_kind("tensorwire.v1.DataFrame", lambda desc: FrameElement())

@@ -12,13 +12,17 @@ A root-input API is told by its rpc's `option (tensorwire.v1.root_input) = true;
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
+from google.rpc import status_pb2
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
 
 from .. import v1 as tw_types
 from ..errors import (
@@ -30,11 +34,13 @@ from ..errors import (
     TensorwireError,
     error_from_grpc,
 )
+from ..naming import snake
 from ..wire.status import violations_from_status
 from .api import RemoteAPI, RemoteField
-from .files import ClientFiles
+from .filedata import ClientFiles
+from .kinds import field_kind
 from .options import CallOptions, with_retries
-from .protokinds import Model, Violations, field_kind
+from .protokinds import Model, Violations
 from .target import Target
 
 #: Services every tensorwire server offers beside the user's own.
@@ -47,16 +53,11 @@ _MAX_MESSAGE = -1  # the server enforces its own limit (RESOURCE_EXHAUSTED past 
 ROOT_INPUT_OPTION = tw_types.ROOT_INPUT.name  # "root_input", in tensorwire/v1/types.proto
 
 
-def snake(name: str) -> str:
-    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
-    return re.sub(r"[^0-9a-zA-Z]+", "_", s).strip("_").lower()
-
-
 class Output:
     """How a response message maps to the API's output value."""
 
     def __init__(self, desc: Any) -> None:
-        self.model = Model(desc)
+        self.model = Model(desc, field_kind)
         names = [f.name for f in desc.fields]
         self.result = self.model.fields[0][1] if names == ["result"] else None
         self.summary = self.result.summary() if self.result else self.model.summary()
@@ -160,10 +161,6 @@ class GrpcTransport:
 
     def _discover(self, metadata: tuple[tuple[str, str], ...]) -> dict[str, RemoteAPI]:
         """Reflection over a short-lived blocking channel (run in a worker thread)."""
-        from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-            ProtoReflectionDescriptorDatabase,
-        )
-
         raw = self._sync_channel()
         try:
             try:
@@ -232,8 +229,6 @@ class GrpcTransport:
         return (*self.metadata, *extra)
 
     async def is_ready(self, options: CallOptions) -> bool:
-        from grpc_health.v1 import health_pb2
-
         assert self.channel is not None
         check = self.channel.unary_unary(
             "/grpc.health.v1.Health/Check",
@@ -320,8 +315,6 @@ def _serialize(msg: Any) -> bytes:
 
 
 def _violations(trailing: list[tuple[str, Any]]) -> list[Any]:
-    from google.rpc import status_pb2
-
     for key, value in trailing:
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
             try:

@@ -29,8 +29,9 @@ from ..version import __version__
 from ..wire.sse import SSEDecoder
 from . import values
 from .api import RemoteAPI, RemoteField
-from .files import ClientFiles
-from .jsonkinds import Body, JsonKind, ListKind, ObjectKind, schema_kind
+from .filedata import Body, ClientFiles
+from .jsonkinds import JsonKind, ListKind, ObjectKind
+from .kinds import schema_kind
 from .options import CallOptions, with_retries
 from .response import PartPayload, ResponsePayload, media_type_of
 from .target import Target

@@ -6,36 +6,21 @@ body or multipart file part, and how to decode a binary response. Plain JSON dat
 (strings, numbers, containers of them) is the trivial kind and is never walked, so a
 list of a million floats costs nothing beyond orjson.
 
-Framework types plug in by schema shape (`register_schema_kind`), keyed on what the
-codecs emit: tensors (`type: array` + `format: numpy-array|torch-tensor|tf-tensor`, or
-BentoML's `type: tensor`), frames (`format: pandas-dataframe` / `type: dataframe`),
-files (`type: file`, images with `pil: true`).
+Framework types (tensors, frames, files) have kinds of their own, told apart by the
+schema node their codec emits; `kinds` lists them and builds every kind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, TypeAdapter
+
 from . import values
+from .filedata import Body
 from .response import Payload, charset_of
-
-
-@dataclass
-class Body:
-    """A value sent as a raw body or a multipart file part."""
-
-    data: Any  # bytes, or an open binary file (streamed, closed after the request)
-    media_type: str
-    filename: str | None = None
-    owned: bool = False  # whether the client opened `data` (and must close it)
-
-    def close(self) -> None:
-        if self.owned and hasattr(self.data, "close"):
-            self.data.close()
 
 
 class JsonKind:
@@ -69,7 +54,7 @@ class JsonKind:
         """A whole response body (or one part of a multipart response)."""
         data = await payload.read()
         media = payload.media_type
-        if media is None or _is_json(media):
+        if media is None or is_json(media):
             return self.from_json(values.loads(data)) if data else None
         if media.startswith("text/"):
             return data.decode(charset_of(payload.headers.get("Content-Type")))
@@ -81,31 +66,6 @@ class JsonKind:
 
 class TextKind(JsonKind):
     is_text = True
-
-
-class BytesKind(JsonKind):
-    """A binary output (`type: string, format: binary`): `bytes`, or a file.
-
-    Files and images are binary strings in a serialised schema too; what tells them
-    from `bytes` is the response itself: a file response names its file
-    (`Content-Disposition` with a filename) and becomes a `Path` in the client's file
-    directory (a PIL image where the contract says `pil: true`), exactly as the same
-    output arrives over gRPC as a `tensorwire.v1.File`.
-    """
-
-    trivial = False
-
-    async def from_payload(self, payload: Payload, files: Any) -> Any:
-        if _is_json(payload.media_type):  # an Optional output that was null
-            data = await payload.read()
-            return values.loads(data) if data else None
-        if payload.filename is not None and files is not None:
-            if self.schema.get("pil"):
-                from .files import open_image
-
-                return open_image(await payload.read())
-            return await files.save(payload)
-        return await payload.read()
 
 
 class DateTimeKind(JsonKind):
@@ -124,8 +84,6 @@ class DurationKind(JsonKind):
 
 @functools.cache
 def _timedelta_adapter() -> Any:
-    from pydantic import TypeAdapter
-
     return TypeAdapter(dt.timedelta)
 
 
@@ -208,8 +166,6 @@ class ObjectKind(JsonKind):
         return self.props.get(name) or JsonKind({})
 
     def to_json(self, value: Any) -> Any:
-        from pydantic import BaseModel
-
         if isinstance(value, BaseModel):
             return value.model_dump(mode="json", by_alias=True)
         if not isinstance(value, dict):
@@ -249,8 +205,6 @@ class UnionKind(JsonKind):
         return None
 
     def to_json(self, value: Any) -> Any:
-        from pydantic import BaseModel
-
         if isinstance(value, BaseModel):
             return value.model_dump(mode="json", by_alias=True)
         kind = self._branch(value)
@@ -264,79 +218,7 @@ class UnionKind(JsonKind):
         return " | ".join(k.summary() for _, k in self.branches)
 
 
-# ---------------------------------------------------------------------- building
-
-SchemaMatcher = Callable[[dict[str, Any]], bool]
-SchemaBuilder = Callable[[dict[str, Any]], JsonKind]
-_PLUGINS: list[tuple[SchemaMatcher, SchemaBuilder]] = []
-
-
-def register_schema_kind(matches: SchemaMatcher, build: SchemaBuilder) -> None:
-    """Let a framework type claim the schema nodes it emits (checked before the rest)."""
-    _PLUGINS.insert(0, (matches, build))
-
-
-@functools.cache
-def _load_plugins() -> None:
-    from . import files, frames, tensors  # noqa: F401  (they register themselves)
-
-
-def schema_kind(schema: dict[str, Any] | bool | None) -> JsonKind:
-    """The kind of one JSON Schema node of the contract."""
-    _load_plugins()
-    if not isinstance(schema, dict):
-        return JsonKind({})
-    for matches, build in _PLUGINS:
-        if matches(schema):
-            return build(schema)
-    alternatives = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(alternatives, list) and alternatives:
-        return _alternatives(schema, alternatives)
-    kind = schema.get("type")
-    if kind == "string":
-        fmt = schema.get("format")
-        if fmt == "date-time":
-            return DateTimeKind(schema)
-        if fmt == "duration":
-            return DurationKind(schema)
-        if fmt == "binary":
-            return BytesKind(schema)
-        if fmt is None and "enum" not in schema and "const" not in schema:
-            return TextKind(schema)
-        return JsonKind(schema)
-    if kind == "array" and isinstance(schema.get("items"), dict) and "prefixItems" not in schema:
-        item = schema_kind(schema["items"])
-        return JsonKind(schema) if item.trivial and not item.is_file else ListKind(schema, item)
-    if kind == "object":
-        props = schema.get("properties")
-        if isinstance(props, dict) and props:
-            kinds = {k: schema_kind(v) for k, v in props.items()}
-            if all(k.trivial for k in kinds.values()):
-                return JsonKind(schema)
-            return ObjectKind(schema, kinds)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            value = schema_kind(extra)
-            return JsonKind(schema) if value.trivial else MapKind(schema, value)
-    return JsonKind(schema)
-
-
-def _alternatives(schema: dict[str, Any], alternatives: list[Any]) -> JsonKind:
-    rest = [a for a in alternatives if not (isinstance(a, dict) and a.get("type") == "null")]
-    outer = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
-    if len(rest) == 1:
-        inner = schema_kind({**outer, **rest[0]} if isinstance(rest[0], dict) else rest[0])
-        if len(rest) == len(alternatives):
-            return inner
-        return OptionalKind(schema, inner)
-    branches = [(a, schema_kind(a)) for a in rest if isinstance(a, dict)]
-    if all(k.trivial for _, k in branches):
-        return JsonKind(schema)
-    union: JsonKind = UnionKind(schema, branches)
-    return OptionalKind(schema, union) if len(rest) < len(alternatives) else union
-
-
-def _is_json(media: str | None) -> bool:
+def is_json(media: str | None) -> bool:
     return bool(media) and (media == "application/json" or media.endswith("+json"))
 
 

@@ -1,12 +1,12 @@
 """gRPC side: what each input/output is, read from descriptors got by reflection.
 
-`field_kind(field_descriptor)` gives the kind that writes a Python value into a field of
+A *field kind* (built by `kinds.field_kind(field_descriptor)`) writes a Python value into a field of
 a request message and reads a response field back into Python: scalars (checked with
 pydantic's lax rules, so a wrong type fails here exactly as the HTTP server would say),
 enums (by value name), well-known types (Timestamp, Duration, Struct, Value), nested
 messages (models -> dicts; a `oneof` union picks its variant by the discriminator),
-repeated fields and maps. Messages of the fixed vocabulary plug in by full name
-(`register_message_kind`): `tensorwire.v1.Tensor`, `.File`, `.DataFrame`.
+repeated fields and maps. Messages of the fixed vocabulary (`tensorwire.v1.Tensor`,
+`.File`, `.DataFrame`) have elements of their own, listed in `kinds`.
 
 Errors found while encoding are `InvalidArgument` at the field's location, the same
 class and `loc` the server reports for the same mistake over HTTP.
@@ -14,17 +14,22 @@ class and `loc` the server reports for the same mistake over HTTP.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
+import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import InvalidArgument
+from ..naming import upper_snake
 from ..wire import wellknown as wkt
 from ..wire.field_error import FieldError, invalid_argument
 from . import values
+from .filedata import file_body, is_pil_image, read_body
 
 Loc = tuple[str | int, ...]
 
@@ -109,15 +114,11 @@ _TYPE_NAMES = {
 
 @functools.cache
 def _adapter(tp: type) -> Any:
-    from pydantic import TypeAdapter
-
     return TypeAdapter(tp)
 
 
 def lax(tp: Any, value: Any, loc: Loc) -> Any:
     """`value` as `tp` under pydantic's lax rules, or the server's InvalidArgument."""
-    from pydantic import ValidationError
-
     try:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:
@@ -147,20 +148,12 @@ class Scalar(Element):
 
 def _file_bytes(value: Any, loc: Loc) -> Any:
     """The content of a file-like input to a `bytes` field (else `value` unchanged)."""
-    import os
-
-    from .files import file_body, is_pil_image, read_body
-
     if isinstance(value, os.PathLike | tuple) or hasattr(value, "read") or is_pil_image(value):
         try:
             return read_body(file_body(value))
         except InvalidArgument as exc:
             raise _invalid(loc, exc.message, "bytes_type") from None
     return value
-
-
-def _upper_snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
 
 
 def _label_key(label: str) -> str:
@@ -178,7 +171,7 @@ class Enum(Element):
 
     def __init__(self, desc: EnumDescriptor) -> None:
         self.desc = desc
-        self.prefix = _upper_snake(desc.name) + "_"
+        self.prefix = upper_snake(desc.name) + "_"
         self.numbers = {v.name: v.number for v in desc.values}
         self.labels = {v.number: v.name.removeprefix(self.prefix).lower()
                        for v in desc.values if v.number != 0}
@@ -212,8 +205,6 @@ class Message(Element):
 
 class Timestamp(Message):
     def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
-        import datetime as dt
-
         if not isinstance(value, dt.datetime):
             value = lax(dt.datetime, value, loc)
         wkt.datetime_to_timestamp(value, msg)
@@ -227,8 +218,6 @@ class Timestamp(Message):
 
 class Duration(Message):
     def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
-        import datetime as dt
-
         if not isinstance(value, dt.timedelta):
             value = lax(dt.timedelta, value, loc)
         wkt.timedelta_to_duration(value, msg)
@@ -303,9 +292,11 @@ def _is_synthetic(oneof: Any) -> bool:
 class Model(Message):
     """A generated message for a pydantic model: a dict (or model) in, a dict out."""
 
-    def __init__(self, desc: Descriptor) -> None:
+    def __init__(self, desc: Descriptor, resolve: Callable[[FieldDescriptor], FieldKind]
+                 ) -> None:
         self.desc = desc
         self.name = desc.name
+        self._resolve = resolve
         self._fields: list[tuple[str, FieldKind]] | None = None
         real = [o for o in desc.oneofs if not _is_synthetic(o)]
         #: A discriminated union: `oneof choice { A a; B b; }` covering every field.
@@ -315,12 +306,10 @@ class Model(Message):
     @property
     def fields(self) -> list[tuple[str, FieldKind]]:
         if self._fields is None:  # resolved lazily: messages may be recursive
-            self._fields = [(f.name, field_kind(f)) for f in self.desc.fields]
+            self._fields = [(f.name, self._resolve(f)) for f in self.desc.fields]
         return self._fields
 
     def fill(self, value: Any, msg: Any, loc: Loc, files: Any) -> None:
-        from pydantic import BaseModel
-
         if not isinstance(value, dict | BaseModel):
             raise _invalid(loc, f"Input should be a valid dictionary or instance of "
                            f"{self.name}", "model_type")
@@ -458,53 +447,3 @@ class FieldKind:
         if self.repeated:
             return f"repeated {self.element.summary()}"
         return self.element.summary()
-
-
-_WELL_KNOWN: dict[str, Callable[[Descriptor], Element]] = {
-    "google.protobuf.Timestamp": lambda d: Timestamp(),
-    "google.protobuf.Duration": lambda d: Duration(),
-    "google.protobuf.Struct": lambda d: Struct(),
-    "google.protobuf.Value": lambda d: Value(),
-    "google.protobuf.ListValue": lambda d: ListValue(),
-}
-
-
-def register_message_kind(full_name: str, build: Callable[[Descriptor], Element]) -> None:
-    """Let a fixed-vocabulary message (e.g. `tensorwire.v1.Tensor`) plug in its element."""
-    _WELL_KNOWN[full_name] = build
-
-
-@functools.cache
-def _load_plugins() -> None:
-    from . import files, frames, tensors  # noqa: F401  (they register themselves)
-
-
-def _is_repeated(fd: FieldDescriptor) -> bool:
-    flag = getattr(fd, "is_repeated", None)
-    if isinstance(flag, bool):
-        return flag
-    return fd.label == FieldDescriptor.LABEL_REPEATED
-
-
-def element_of(fd: FieldDescriptor) -> Element:
-    if fd.type == FieldDescriptor.TYPE_ENUM:
-        return Enum(fd.enum_type)
-    if fd.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
-        return message_element(fd.message_type)
-    return Scalar(fd.type)
-
-
-def message_element(desc: Descriptor) -> Element:
-    _load_plugins()
-    build = _WELL_KNOWN.get(desc.full_name)
-    return build(desc) if build is not None else Model(desc)
-
-
-def field_kind(fd: FieldDescriptor) -> FieldKind:
-    """The kind of one field (a request input, a response output, a model field)."""
-    repeated = _is_repeated(fd)
-    if repeated and fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-        entry = fd.message_type
-        key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
-        return FieldKind(fd, element_of(value_fd), repeated=True, key=element_of(key_fd))
-    return FieldKind(fd, element_of(fd), repeated=repeated)

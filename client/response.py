@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
+from aiohttp.multipart import content_disposition_filename, parse_content_disposition
+
 CHUNK = 256 * 1024
 
 
@@ -40,8 +42,6 @@ def charset_of(content_type: str | None, default: str = "utf-8") -> str:
 def filename_of(disposition: str | None) -> str | None:
     if not disposition:
         return None
-    from aiohttp.multipart import content_disposition_filename, parse_content_disposition
-
     _, params = parse_content_disposition(disposition)
     return content_disposition_filename(params, "filename")
 

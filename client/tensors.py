@@ -15,138 +15,70 @@ importing either framework here); outputs are numpy arrays.
 
 from __future__ import annotations
 
-import io
-import math
 from typing import Any
 
-from .. import v1
+import numpy as np
+
 from ..errors import ClientError, InvalidArgument
+from ..wire import dtypes, npy
+from ..wire import tensors as wire_tensors
+from ..wire.field_error import FieldError
 from . import jsonkinds, protokinds
+from .filedata import Body
 from .response import Payload
+from .values import to_numpy
 
 TENSOR_FORMATS = frozenset({"numpy-array", "torch-tensor", "tf-tensor"})
-NPY = "application/x-npy"
-
-
-def to_numpy(value: Any) -> Any:
-    """A numpy array from an array, a torch/tf tensor or nested lists."""
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return value
-    module = type(value).__module__ or ""
-    if module.startswith("torch"):
-        tensor = value.detach()
-        if tensor.device.type != "cpu":
-            tensor = tensor.cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
-            try:
-                import ml_dtypes
-
-                return tensor.view(dtype=_torch_int16()).numpy().view(ml_dtypes.bfloat16)
-            except ImportError:
-                tensor = tensor.float()
-        return tensor.numpy()
-    if module.startswith("tensorflow") and hasattr(value, "numpy"):
-        return value.numpy()
-    return np.asarray(value)
-
-
-def _torch_int16() -> Any:
-    import torch
-
-    return torch.int16
+NPY = npy.NPY
 
 
 def dumps_npy(value: Any) -> bytes:
-    import numpy as np
-
+    """The `.npy` body of a tensor input (the server's own writer: no pickles)."""
     array = to_numpy(value)
     if array.dtype.hasobject:
         raise InvalidArgument("object arrays cannot be sent as .npy (no pickles)")
-    out = io.BytesIO()
-    np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=False)
-    return out.getvalue()
+    return npy.write(array)
 
 
-def loads_npy(data: bytes) -> Any:
-    import numpy as np
-
+def loads_npy(data: bytes) -> np.ndarray:
+    """A `.npy` response, checked as the server checks the ones it reads."""
     try:
-        return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
-        raise ClientError(f"the server sent an unreadable .npy body: {exc}") from None
-
-
-# ---------------------------------------------------------------------- dtypes
-
-
-def _dtype_enum() -> Any:
-    return v1.DType
-
-
-def _numpy_dtype(name: str) -> Any:
-    import numpy as np
-
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
-
-            return np.dtype(ml_dtypes.bfloat16)
-        except ImportError:
-            raise ClientError("the server sent a bfloat16 tensor: install ml_dtypes to "
-                              "read it") from None
-    return np.dtype(name)
+        return npy.read(data)
+    except FieldError as exc:
+        raise ClientError(f"the server sent an unreadable .npy body: {exc.msg}") from None
 
 
 def fill_tensor(value: Any, msg: Any, loc: tuple[str | int, ...] = ()) -> None:
     """Write an array into a `tensorwire.v1.Tensor` message (any pool's class)."""
-    import numpy as np
-
     array = to_numpy(value)
-    msg.SetInParent()
-    msg.shape.extend(array.shape)
-    dtypes = _dtype_enum().values_by_name
-    if array.dtype.kind in "US" or (array.dtype.hasobject and all(
-            isinstance(v, str) for v in array.ravel().tolist())):
-        msg.dtype = dtypes["STRING"].number
-        msg.strings.extend(str(v) for v in array.ravel().tolist())
-        return
     if array.dtype.hasobject:
-        raise InvalidArgument.at(list(loc), "object arrays cannot be sent; give the array a "
-                                 "numeric or string dtype", "tensor_dtype")
-    name = "bfloat16" if array.dtype.name == "bfloat16" else array.dtype.name
-    entry = dtypes.get(name.upper())
-    if entry is None:
-        raise InvalidArgument.at(list(loc), f"dtype {array.dtype} has no tensorwire.v1.DType",
-                                 "tensor_dtype")
-    msg.dtype = entry.number
-    little = array.astype(array.dtype.newbyteorder("<"), copy=False)
-    msg.data = np.ascontiguousarray(little).tobytes()
+        if not all(isinstance(v, str) for v in array.ravel().tolist()):
+            raise InvalidArgument.at(list(loc), "object arrays cannot be sent; give the "
+                                     "array a numeric or string dtype", "tensor_dtype")
+        array = array.astype(str)
+    elif array.dtype.kind == "S":
+        array = array.astype(str)
+    try:
+        wire_tensors.fill(array, msg)
+    except FieldError as exc:
+        raise InvalidArgument.at(list(loc), exc.msg, exc.type) from None
 
 
-def tensor_from_proto(msg: Any) -> Any:
-    """A (writable, native byte order) numpy array from a `tensorwire.v1.Tensor`."""
-    import numpy as np
+def tensor_from_proto(msg: Any) -> np.ndarray:
+    """A writable, native-order array from a `tensorwire.v1.Tensor`, with the server's
+    own checks (dtype known, no negative dim, byte count = shape x itemsize)."""
+    try:
+        array = wire_tensors.to_numpy(msg)
+    except FieldError as exc:
+        raise ClientError(f"the server sent an invalid tensor: {exc.msg}") from None
+    return array.astype(array.dtype.newbyteorder("="), copy=True)
 
-    entry = _dtype_enum().values_by_number.get(msg.dtype)
-    shape = tuple(msg.shape)
-    if entry is None or entry.name == "DTYPE_UNSPECIFIED":
-        raise ClientError(f"the server sent a tensor of unknown dtype {msg.dtype}")
-    if any(d < 0 for d in shape):
-        raise ClientError(f"the server sent a tensor of negative shape {shape}")
-    if entry.name == "STRING":
-        strings = list(msg.strings)
-        if len(strings) != math.prod(shape):
-            raise ClientError(f"the server sent {len(strings)} strings for shape {shape}")
-        return np.array(strings, dtype=str).reshape(shape)
-    dtype = _numpy_dtype(entry.name.lower())
-    data = msg.data
-    if math.prod(shape) * dtype.itemsize != len(data):
-        raise ClientError(f"the server sent {len(data)} bytes for a {dtype} tensor of "
-                          f"shape {shape}")
-    wire = np.frombuffer(data, dtype=dtype.newbyteorder("<")).reshape(shape)
-    return wire.astype(dtype.newbyteorder("="), copy=True)
+
+def _numpy_dtype(name: str) -> np.dtype[Any]:
+    try:
+        return dtypes.resolve(name).numpy()
+    except (TypeError, ValueError) as exc:
+        raise ClientError(f"cannot read a {name} tensor: {exc}") from None
 
 
 # ---------------------------------------------------------------------- HTTP
@@ -164,8 +96,6 @@ class TensorKind(jsonkinds.JsonKind):
         return None if value is None else to_numpy(value)
 
     def from_json(self, value: Any) -> Any:
-        import numpy as np
-
         if value is None:
             return None
         try:
@@ -173,8 +103,8 @@ class TensorKind(jsonkinds.JsonKind):
         except (TypeError, ClientError):
             return np.asarray(value)
 
-    def body(self, value: Any, files: Any) -> jsonkinds.Body | None:
-        return jsonkinds.Body(dumps_npy(value), NPY)
+    def body(self, value: Any, files: Any) -> Body | None:
+        return Body(dumps_npy(value), NPY)
 
     async def from_payload(self, payload: Payload, files: Any) -> Any:
         if payload.media_type == NPY:
@@ -187,11 +117,9 @@ class TensorKind(jsonkinds.JsonKind):
         return f"tensor[{dtype}{', shape ' + str(tuple(shape)) if shape else ''}]"
 
 
-def _is_tensor_schema(schema: dict[str, Any]) -> bool:
+def is_tensor_schema(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "tensor" or schema.get("format") in TENSOR_FORMATS
 
-
-jsonkinds.register_schema_kind(_is_tensor_schema, TensorKind)
 
 
 # ---------------------------------------------------------------------- gRPC
@@ -207,5 +135,3 @@ class TensorElement(protokinds.Message):
     def summary(self) -> str:
         return "tensor"
 
-
-protokinds.register_message_kind("tensorwire.v1.Tensor", lambda desc: TensorElement())

@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def _default(value: Any) -> Any:
-    from pydantic import BaseModel
-
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -50,8 +49,6 @@ def _as_array(value: Any) -> Any:
     if isinstance(value, np.ndarray | np.generic):
         return np.asarray(value)
     if hasattr(value, "__array__") or hasattr(value, "numpy"):
-        from .tensors import to_numpy
-
         return to_numpy(value)
     return None
 
@@ -70,3 +67,33 @@ def jsonable(value: Any) -> Any:
 
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
+
+
+def to_numpy(value: Any) -> Any:
+    """A numpy array from an array, a torch/tf tensor or nested lists."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value
+    module = type(value).__module__ or ""
+    if module.startswith("torch"):
+        tensor = value.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            try:
+                import ml_dtypes
+
+                return tensor.view(dtype=_torch_int16()).numpy().view(ml_dtypes.bfloat16)
+            except ImportError:
+                tensor = tensor.float()
+        return tensor.numpy()
+    if module.startswith("tensorflow") and hasattr(value, "numpy"):
+        return value.numpy()
+    return np.asarray(value)
+
+
+def _torch_int16() -> Any:
+    import torch
+
+    return torch.int16

@@ -32,7 +32,7 @@ import pytest
 from PIL import Image
 
 import tensorwire
-from tensorwire.client.files import ClientFiles
+from tensorwire.client.filedata import ClientFiles
 from tensorwire.client.grpc_transport import encode_request, grpc_api
 from tensorwire.protobuf.descriptors import service_proto
 from tests.support import node

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from tensorwire.client import jsonkinds
-from tensorwire.client.files import ClientFiles, FileKind
+from tensorwire.client.filedata import ClientFiles
+from tensorwire.client.files import FileKind
 from tensorwire.client.frames import FrameKind
-from tensorwire.client.jsonkinds import schema_kind
+from tensorwire.client.kinds import schema_kind
 from tensorwire.client.response import BytesPayload
 from tensorwire.client.tensors import NPY, TensorKind, dumps_npy
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import tensorwire
-from tensorwire.client.files import ClientFiles
+from tensorwire.client.filedata import ClientFiles
 from tensorwire.client.grpc_transport import encode_request, grpc_api
 from tensorwire.protobuf import framing
 from tensorwire.protobuf.descriptors import service_proto
