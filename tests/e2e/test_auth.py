@@ -24,13 +24,11 @@ def http_echo(server, headers=None):
 
 
 def grpc_echo(server, metadata=None):
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
-        return "OK", caller.call("echo", {"text": "hi"}, metadata=metadata)
-    except grpc.RpcError as exc:
-        return exc.code().name, exc.details()
-    finally:
-        caller.close()
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        try:
+            return "OK", caller.call("echo", {"text": "hi"}, metadata=metadata)
+        except grpc.RpcError as exc:
+            return exc.code().name, exc.details()
 
 
 def grpc_health(server, metadata=None):
@@ -75,13 +73,12 @@ def test_grpc_bearer_auth():
         assert grpc_echo(server, metadata=[("authorization", f"Bearer {TOKEN}")]) == (
             "OK", "hi")
         # streams are guarded too
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        with pytest.raises(grpc.RpcError) as exc:
-            list(caller.stream("tick", {"n": 1, "delay": 0}))
-        assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert list(caller.stream("tick", {"n": 2, "delay": 0},
-                                  metadata=[("authorization", f"Bearer {TOKEN}")])) == [0, 1]
-        caller.close()
+        with GrpcCaller(server.spec, server.grpc_target) as caller:
+            with pytest.raises(grpc.RpcError) as exc:
+                list(caller.stream("tick", {"n": 1, "delay": 0}))
+            assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert list(caller.stream("tick", {"n": 2, "delay": 0},
+                                      metadata=[("authorization", f"Bearer {TOKEN}")])) == [0, 1]
         # health stays open for probes; reflection (the contract) does not
         assert grpc_health(server) == "SERVING"
         with grpc.insecure_channel(server.grpc_target) as channel:
@@ -114,13 +111,12 @@ def test_errors_never_echo_tracebacks_or_the_token(caplog):
         failed = post(server.http_url, "fail", {"text": "boom"}, headers=GOOD)
         assert failed.status == 500
         assert failed.json()["error"] == "Internal server error"
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        with pytest.raises(grpc.RpcError) as exc:
+        with GrpcCaller(server.spec, server.grpc_target) as caller, \
+                pytest.raises(grpc.RpcError) as exc:
             caller.call("fail", {"text": "boom"},
                         metadata=[("authorization", f"Bearer {TOKEN}")])
         assert exc.value.code() == grpc.StatusCode.INTERNAL
         bodies.append(exc.value.details().encode())
-        caller.close()
     wire = b"\n".join(bodies)
     assert TOKEN.encode() not in wire
     assert b"Traceback" not in wire and b"RuntimeError" not in wire and b"boom" not in wire

@@ -64,9 +64,8 @@ async def test_64_concurrent_http_clients_get_unbatched_answers(server):
 
 def test_64_concurrent_grpc_clients_get_unbatched_answers(server):
     inputs = requests(64)
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    start = len(SEEN)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        start = len(SEEN)
         results: dict[int, list[float]] = {}
 
         start_line = threading.Barrier(64)
@@ -81,22 +80,17 @@ def test_64_concurrent_grpc_clients_get_unbatched_answers(server):
         for t in threads:
             t.join()
         expected = [caller.call("score_one", {"rows": rows}) for rows in inputs]
-    finally:
-        caller.close()
     assert [results[i] for i in range(64)] == expected
     assert max(SEEN[start:]) > 1
 
 
 def test_a_failing_batch_is_internal_and_the_next_one_works(server):
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         with pytest.raises(grpc.RpcError) as info:
             caller.call("score", {"rows": [[-1e10]]})
         assert info.value.code() == grpc.StatusCode.INTERNAL
         assert "model failure" not in (info.value.details() or "")
         assert caller.call("score", {"rows": [[1.0, 2.0]]}) == [3.0]
-    finally:
-        caller.close()
 
 
 async def test_validation_happens_before_batching(server):
@@ -113,23 +107,17 @@ async def test_validation_happens_before_batching(server):
 
 
 def test_grpc_validation_error_names_the_field(server):
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         with pytest.raises(grpc.RpcError) as info:
             caller.call("score", {"rows": "not rows"})
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_locs(info.value) == [["rows"]]
-    finally:
-        caller.close()
 
 
 def test_a_lone_request_is_not_held(server):
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         time.sleep(0.05)  # nothing else in flight
         assert caller.call("score", {"rows": [[1.0, 1.0]]}) == [2.0]
-    finally:
-        caller.close()
     stats = server.runtime.batcher("score").stats
     assert stats.batch_sizes[-1] == 1
     assert stats.queue_waits[-1] < 0.2  # dispatched at once, far inside max_latency_ms
@@ -201,13 +189,10 @@ async def test_a_full_queue_is_503_and_resource_exhausted(slow_server):
         status, headers, body = await call([5.0])
         assert status == 503 and headers.get("Retry-After") == "1", body
         assert "queue is full" in body["error"]
-        caller = GrpcCaller(slow_server.spec, slow_server.grpc_target)
-        try:
+        with GrpcCaller(slow_server.spec, slow_server.grpc_target) as caller:
             with pytest.raises(grpc.RpcError) as info:
                 caller.call("slow", {"xs": [5.0]}, timeout=5)
             assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        finally:
-            caller.close()
         assert (await first)[0] == 200
         assert [r[0] for r in await asyncio.gather(*queued)] == [200, 200]
     assert 5.0 not in [x for batch in SLOW_SEEN for x in batch]
@@ -215,11 +200,8 @@ async def test_a_full_queue_is_503_and_resource_exhausted(slow_server):
 
 def test_a_lone_request_waits_far_less_than_a_10_ms_budget(slow_server):
     time.sleep(0.5)  # whatever ran before is done: the model is idle
-    caller = GrpcCaller(slow_server.spec, slow_server.grpc_target)
-    try:
+    with GrpcCaller(slow_server.spec, slow_server.grpc_target) as caller:
         assert caller.call("slow", {"xs": [3.0]}, timeout=5) == [4.0]
-    finally:
-        caller.close()
     stats = slow_server.runtime.batcher("slow").stats
     assert stats.batch_sizes[-1] == 1
     assert stats.queue_waits[-1] < 0.010  # dispatched at once, inside max_latency_ms=10

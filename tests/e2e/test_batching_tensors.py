@@ -124,10 +124,9 @@ async def test_64_http_clients(server, api):
 def test_64_grpc_clients(server, api):
     make, expect = CASES[api]
     inputs = [make(i) for i in range(64)]
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    before = len(CALLS.get(api, []))
-    results: dict[int, t.Any] = {}
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        before = len(CALLS.get(api, []))
+        results: dict[int, t.Any] = {}
         start = threading.Barrier(64)
 
         def worker(i: int) -> None:
@@ -139,8 +138,6 @@ def test_64_grpc_clients(server, api):
             th.start()
         for th in threads:
             th.join()
-    finally:
-        caller.close()
     for i, values in enumerate(inputs):
         same(api, results[i], expect(values))
     assert max(CALLS[api][before:]) > 1
@@ -148,23 +145,17 @@ def test_64_grpc_clients(server, api):
 
 def test_batched_equals_unbatched(server):
     # Equal to float32 rounding: BLAS may sum in another order for another batch shape.
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         for i in range(8):
             x = rows(i)
             a = caller.call("np_linear", {"x": x})
             b = caller.call("np_linear_one", {"x": x})
             np.testing.assert_allclose(a, b, rtol=1e-6)
-    finally:
-        caller.close()
 
 
 def test_a_request_larger_than_max_batch_size_is_split(server):
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    before = len(CALLS.get("np_linear", []))
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        before = len(CALLS.get("np_linear", []))
         x = np.random.default_rng(0).random((100, 4), dtype=np.float32)
         np.testing.assert_allclose(caller.call("np_linear", {"x": x}), x @ W, rtol=1e-6)
-    finally:
-        caller.close()
     assert all(n <= 32 for n in CALLS["np_linear"][before:])

@@ -107,11 +107,8 @@ def test_no_http_serves_grpc_only():
                                         wait_for_ready=True).status
                 except grpc.RpcError:
                     time.sleep(0.05)
-        caller = GrpcCaller(tensorwire.get_service_spec(Quickstart), server.grpc_target)
-        try:
+        with GrpcCaller(tensorwire.get_service_spec(Quickstart), server.grpc_target) as caller:
             assert caller.call("upper", {"text": "x"}) == "X"
-        finally:
-            caller.close()
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", server.http_port), timeout=2).close()
     finally:

@@ -272,11 +272,8 @@ def test_root_input_is_the_body(protocol: str, case: str, request: pytest.Fixtur
     server_name, api, parts, check = ROOT[case]
     server = request.getfixturevalue(server_name)
     if protocol == "grpc" and api == "mirror_png":
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        try:
+        with GrpcCaller(server.spec, server.grpc_target) as caller:
             reply = Reply(True, "OK", caller.call(api, {"data": parts[0].data}))
-        finally:
-            caller.close()
     else:
         reply = call(protocol, server, api, parts)
     assert reply.ok, reply
@@ -287,14 +284,11 @@ def test_root_input_is_the_body(protocol: str, case: str, request: pytest.Fixtur
 def test_root_bytes_of_another_type_is_415(images) -> None:
     reply = call("aiohttp-root", images, "mirror_png", [file("data", JPEG, None, "image/png")])
     assert reply.status == 415 and reply.locs == [["data"]], reply
-    caller = GrpcCaller(images.spec, images.grpc_target)
-    try:
+    with GrpcCaller(images.spec, images.grpc_target) as caller:
         with pytest.raises(grpc.RpcError) as err:
             caller.call("mirror_png", {"data": JPEG})
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_locs(err.value) == [["data"]]
-    finally:
-        caller.close()
 
 
 def test_readme_curl_command_works(images, tmp_path: Path) -> None:

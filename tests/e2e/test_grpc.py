@@ -57,14 +57,11 @@ def test_a_client_knowing_only_the_address_discovers_and_calls(servers):
 def test_stream_chunks_arrive_as_they_are_produced(servers):
     server = servers[Probe]
     tag = f"grpc-stream-{time.monotonic()}"
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         chunks = caller.stream("ticks", {"n": 3, "delay": 0.3, "tag": tag})
         first = next(chunks)
         seen_at = time.monotonic()
         rest = list(chunks)
-    finally:
-        caller.close()
     assert first == "tick 0" and rest == ["tick 1", "tick 2"]
     last_produced = max(t for g, i, t in EVENTS["produced"] if g == tag)
     assert seen_at < last_produced
@@ -73,23 +70,19 @@ def test_stream_chunks_arrive_as_they_are_produced(servers):
 @pytest.mark.parametrize("api", ["sleepy", "blocking"])
 def test_deadline_is_honoured_and_the_server_keeps_serving(servers, api):
     server = servers[Probe]
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         started = time.monotonic()
         with pytest.raises(grpc.RpcError) as info:
             caller.call(api, {"seconds": 2.0}, timeout=0.3)
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert time.monotonic() - started < 1.5
         assert caller.call(api, {"seconds": 0.0}) == "done"
-    finally:
-        caller.close()
 
 
 def test_cancelling_a_call_stops_the_work(servers):
     server = servers[Probe]
     tag = f"cancel-{time.monotonic()}"
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         messages, method = caller._method("cancellable", stream=False)
         future = method.future(messages.request({"seconds": 10, "tag": tag}), timeout=30)
         time.sleep(0.3)
@@ -99,15 +92,12 @@ def test_cancelling_a_call_stops_the_work(servers):
                 break
             time.sleep(0.02)
         assert tag in EVENTS["cancelled"]
-    finally:
-        caller.close()
 
 
 def test_cancelling_a_stream_closes_the_generator(servers):
     server = servers[Probe]
     tag = f"cancel-stream-{time.monotonic()}"
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         messages, method = caller._method("sync_ticks", stream=True)
         call = method(messages.request({"n": 10_000, "delay": 0.01, "tag": tag}), timeout=30)
         next(call)
@@ -117,8 +107,6 @@ def test_cancelling_a_stream_closes_the_generator(servers):
                 break
             time.sleep(0.02)
         assert tag in EVENTS["closed"]
-    finally:
-        caller.close()
 
 
 def test_malformed_request_bytes_are_invalid_argument(servers):
@@ -135,27 +123,21 @@ def test_malformed_request_bytes_are_invalid_argument(servers):
 
 
 def test_message_larger_than_the_limit_is_resource_exhausted():
-    with serving(Probe, max_request_size=1024) as server:
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        try:
+    with serving(Probe, max_request_size=1024) as server, \
+            GrpcCaller(server.spec, server.grpc_target) as caller:
             assert caller.call("echo_bytes", {"data": b"x" * 100}) == 100
             with pytest.raises(grpc.RpcError) as info:
                 caller.call("echo_bytes", {"data": b"x" * 4000})
             assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert caller.call("echo_bytes", {"data": b"ok"}) == 2
-        finally:
-            caller.close()
 
 
 def test_context_headers_become_metadata(servers):
     server = servers[Probe]
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         messages, method = caller._method("headers", stream=False)
         reply, call = method.with_call(messages.request({}), timeout=5,
                                        metadata=[("x-custom", "meta")])
         assert messages.response_value(reply) == {"protocol": "grpc", "x-custom": "meta",
                                                   "api": "headers"}
         assert ("x-probe", "yes") in call.initial_metadata()
-    finally:
-        caller.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import grpc
 import pytest
 
+import tensorwire
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, request, sample, scrape, wait_for
 from tests.support.ops_service import Ops
@@ -20,13 +22,11 @@ def call(server, protocol: str, api: str, values: dict, **kw):
     if protocol == "http":
         reply = post(server.http_url, api, values, **kw)
         return reply.status == 200, str(reply.status), reply
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
-        return True, "OK", caller.call(api, values, **kw)
-    except grpc.RpcError as exc:
-        return False, exc.code().name, exc
-    finally:
-        caller.close()
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        try:
+            return True, "OK", caller.call(api, values, **kw)
+        except grpc.RpcError as exc:
+            return False, exc.code().name, exc
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -58,35 +58,53 @@ def test_request_timeout(protocol, api):
 
 def test_stream_timeout_is_per_chunk():
     with serving(Ops, request_timeout=0.5) as server:
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        # 6 chunks, 0.2 s apart: 1.2 s in all, but no gap reaches the 0.5 s limit
-        assert list(caller.stream("tick", {"n": 6, "delay": 0.2})) == list(range(6))
-        with pytest.raises(grpc.RpcError) as exc:
-            list(caller.stream("tick", {"n": 2, "delay": 2}))
+        with GrpcCaller(server.spec, server.grpc_target) as caller:
+            # 6 chunks, 0.2 s apart: 1.2 s in all, but no gap reaches the 0.5 s limit
+            assert list(caller.stream("tick", {"n": 6, "delay": 0.2})) == list(range(6))
+            with pytest.raises(grpc.RpcError) as exc:
+                list(caller.stream("tick", {"n": 2, "delay": 2}))
         assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        caller.close()
         reply = post(server.http_url, "tick", {"n": 2, "delay": 2})
         assert reply.status == 504  # before the first chunk: a proper status
 
 
 def test_client_deadline_shorter_than_server_limit():
     with serving(Ops, request_timeout=30) as server:
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        with pytest.raises(grpc.RpcError) as exc:
+        with GrpcCaller(server.spec, server.grpc_target) as caller, \
+                pytest.raises(grpc.RpcError) as exc:
             caller.call("sleep", {"seconds": 5}, timeout=0.3)
         assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        caller.close()
+
+
+@tensorwire.service
+class Gated:
+    """One API that holds its request until the test lets it go: the slot is certainly
+    taken while the test knocks, however slow the machine."""
+
+    release = threading.Event()
+
+    @tensorwire.api
+    async def hold(self) -> str:
+        while not Gated.release.is_set():
+            await asyncio.sleep(0.01)
+        return "released"
+
+    @tensorwire.api
+    def echo(self, text: str) -> str:
+        return text
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_concurrency_limit(protocol):
-    with serving(Ops, max_concurrency=1, retry_after=3) as server:
+    Gated.release.clear()
+    with serving(Gated, max_concurrency=1, retry_after=3) as server:
         results: list = []
         slow = threading.Thread(target=lambda: results.append(
-            call(server, protocol, "sleep", {"seconds": 1.5})))
+            call(server, protocol, "hold", {})))
         slow.start()
         wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight",
-                                api="sleep", protocol=protocol) == 1, what="slow call running")
+                                api="hold", protocol=protocol, missing=0.0) == 1,
+                 what="the held call running")
         ok, status, reply = call(server, protocol, "echo", {"text": "one too many"})
         assert not ok
         if protocol == "http":
@@ -95,7 +113,8 @@ def test_concurrency_limit(protocol):
             assert "more than 1 requests in flight" in reply.json()["error"]
         else:
             assert status == "RESOURCE_EXHAUSTED"
-        slow.join(10)
+        Gated.release.set()
+        slow.join(30)
         assert results and results[0][0], results
         assert call(server, protocol, "echo", {"text": "room again"})[0]
 

@@ -49,7 +49,8 @@ def test_liveness_stays_up_while_readiness_drains(tmp_path):
         with ThreadPoolExecutor(1) as pool:
             assert health(server.grpc_target, liveness) == "SERVING"
             held = pool.submit(post, server.http_url, "hold", {}, timeout=60)
-            wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight")
+            wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight",
+                                    missing=0.0)
                      == 1, what="the request held in flight")
 
             os.kill(server.process.pid, signal.SIGTERM)  # what the kubelet sends

@@ -174,14 +174,12 @@ def _http(server: Any, case: Case) -> tuple[int, Any, list]:
 
 
 def _grpc(server: Any, case: Case) -> tuple[int, Any, list]:
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
-        result = caller.call(case.api, case.inputs)
-    except grpc.RpcError as exc:
-        status = {v: k for k, v in GRPC_CODE.items()}[exc.code()]
-        return status, exc.details(), error_locs(exc)
-    finally:
-        caller.close()
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        try:
+            result = caller.call(case.api, case.inputs)
+        except grpc.RpcError as exc:
+            status = {v: k for k, v in GRPC_CODE.items()}[exc.code()]
+            return status, exc.details(), error_locs(exc)
     return 200, to_jsonable_python(result), []
 
 
@@ -208,11 +206,8 @@ def test_streams_match_on_both_protocols(servers, api: str):
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
     http_chunks = [data for event, data in sse_events(reply.body)]
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         grpc_chunks = list(caller.stream(api, inputs))
-    finally:
-        caller.close()
     assert http_chunks == grpc_chunks
     assert len(grpc_chunks) == 5
     assert all(c.endswith(" ") for c in grpc_chunks)
@@ -227,10 +222,9 @@ def test_stream_rejects_bad_input_before_streaming(servers, protocol: str):
         assert reply.status == 400
         assert reply.error_locs() == [["max_tokens"]]
     else:
-        caller = GrpcCaller(server.spec, server.grpc_target)
-        with pytest.raises(grpc.RpcError) as info:
+        with GrpcCaller(server.spec, server.grpc_target) as caller, \
+                pytest.raises(grpc.RpcError) as info:
             list(caller.stream("generate", inputs))
-        caller.close()
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_locs(info.value) == [["max_tokens"]]
 
@@ -267,13 +261,10 @@ def test_dict_output_is_validated_with_defaults_on_both_protocols(servers):
     assert reply.status == 200
     assert [json.loads(d) for _, d in sse_events(reply.body)] == [
         {"a": 3, "b": "x"}, {"a": 3, "b": "y"}]
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         assert caller.call("one", {"a": 3}) == {"a": 3, "b": "x"}
         assert list(caller.stream("many", {"a": 3})) == [
             {"a": 3, "b": "x"}, {"a": 3, "b": "y"}]
-    finally:
-        caller.close()
 
 
 def test_invalid_dict_output_is_a_server_error_on_both_protocols(servers):
@@ -288,15 +279,12 @@ def test_invalid_dict_output_is_a_server_error_on_both_protocols(servers):
     assert events[1][0] == "error"
     assert json.loads(events[1][1])["kind"] == "InternalError"
     assert BAD not in reply.text and "Traceback" not in reply.text
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         with pytest.raises(grpc.RpcError) as info:
             caller.call("one", {"a": -1})
         assert info.value.code() == grpc.StatusCode.INTERNAL
         assert BAD not in info.value.details() and "Traceback" not in info.value.details()
         assert chunks_before_internal(caller, "many", {"a": -1}) == [{"a": 1, "b": "x"}]
-    finally:
-        caller.close()
 
 
 @tensorwire.service
@@ -333,11 +321,8 @@ def test_dicts_inside_container_outputs_get_defaults_on_both_protocols(
     reply = post(server.http_url + f"/{api}", {"a": a})
     assert reply.status == 200
     assert reply.json() == expect
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         assert to_jsonable_python(caller.call(api, {"a": a})) == expect
-    finally:
-        caller.close()
 
 
 def chunks_before_internal(caller: GrpcCaller, api: str, values: dict) -> list:
@@ -358,14 +343,11 @@ def assert_server_error_on_both(server, api: str, values: dict) -> None:
     assert reply.status == 500
     assert reply.headers["x-tensorwire-error"] == "InternalError"
     assert BAD not in reply.text and "Traceback" not in reply.text
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         with pytest.raises(grpc.RpcError) as info:
             caller.call(api, values)
         assert info.value.code() == grpc.StatusCode.INTERNAL
         assert BAD not in info.value.details() and "Traceback" not in info.value.details()
-    finally:
-        caller.close()
 
 
 @pytest.mark.parametrize("api", ["maybe", "several", "by_key"])
@@ -384,13 +366,10 @@ def test_streamed_lists_of_dicts_are_validated_chunk_by_chunk(servers):
     assert events[1][0] == "error"
     assert json.loads(events[1][1])["kind"] == "InternalError"
     assert BAD not in reply.text and "Traceback" not in reply.text
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         assert [to_jsonable_python(c) for c in caller.stream("chunks", {"a": 3})] == good
         got = chunks_before_internal(caller, "chunks", {"a": -1})
         assert [to_jsonable_python(c) for c in got] == [[{"a": 1, "b": "x"}]]
-    finally:
-        caller.close()
 
 
 # ---------------------------------------------------------------- wrong-typed outputs
@@ -428,11 +407,8 @@ def test_outputs_coercible_to_their_type_are_the_same_on_both_protocols(
     reply = post(server.http_url + f"/{api}", {"a": 3})
     assert reply.status == 200
     assert (reply.text if api == "text" else reply.json()) == expect
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         assert caller.call(api, {"a": 3}) == expect
-    finally:
-        caller.close()
 
 
 @pytest.mark.parametrize("api", ["number", "numbers", "flag", "text"])
@@ -449,8 +425,5 @@ def test_a_streamed_chunk_of_the_wrong_type_is_a_server_error_on_both_protocols(
     assert events[1][0] == "error"
     assert json.loads(events[1][1])["kind"] == "InternalError"
     assert BAD not in reply.text and "Traceback" not in reply.text
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         assert chunks_before_internal(caller, "counts", {"a": -1}) == [1]
-    finally:
-        caller.close()

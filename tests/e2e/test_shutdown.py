@@ -41,13 +41,11 @@ def in_background(fn) -> tuple[threading.Thread, list]:
 
 
 def grpc_call(target: str, api: str, values: dict):
-    caller = GrpcCaller(SPEC, target, channel=fresh_channel(target))
-    try:
-        return "OK", caller.call(api, values, timeout=30)
-    except grpc.RpcError as exc:
-        return exc.code().name, exc.details()
-    finally:
-        caller.close()
+    with GrpcCaller(SPEC, target, channel=fresh_channel(target)) as caller:
+        try:
+            return "OK", caller.call(api, values, timeout=30)
+        except grpc.RpcError as exc:
+            return exc.code().name, exc.details()
 
 
 def health(target: str) -> str:
@@ -61,13 +59,11 @@ def health(target: str) -> str:
 
 
 def grpc_stream(target: str, api: str, values: dict):
-    caller = GrpcCaller(SPEC, target, channel=fresh_channel(target))
-    try:
-        return "OK", list(caller.stream(api, values, timeout=30))
-    except grpc.RpcError as exc:
-        return exc.code().name, exc.details()
-    finally:
-        caller.close()
+    with GrpcCaller(SPEC, target, channel=fresh_channel(target)) as caller:
+        try:
+            return "OK", list(caller.stream(api, values, timeout=30))
+        except grpc.RpcError as exc:
+            return exc.code().name, exc.details()
 
 
 @pytest.mark.parametrize(("workers", "sig"), [(1, signal.SIGTERM), (2, signal.SIGTERM),
@@ -84,7 +80,8 @@ def test_a_stop_signal_drains_in_flight_requests_and_streams(workers, sig):
             lambda: post(server.http_url, "tick", {"n": 5, "delay": SLOW / 5}))
         grpc_ticks, ticks_box = in_background(
             lambda: grpc_stream(server.grpc_target, "tick", {"n": 5, "delay": SLOW / 5}))
-        wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight")
+        wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight",
+                                missing=0.0)
                  == 4, what="four requests in flight")
 
         os.kill(server.process.pid, sig)  # as Kubernetes (SIGTERM) or Ctrl-C: PID 1 only
@@ -123,7 +120,8 @@ def test_requests_past_the_grace_period_are_cut():
                        drain_output=True)
     try:
         slow, box = in_background(lambda: post(server.http_url, "sleep", {"seconds": 20}))
-        wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight")
+        wait_for(lambda: sample(scrape(server.http_url), "tensorwire_requests_in_flight",
+                                missing=0.0)
                  == 1, what="the slow request running")
         os.kill(server.process.pid, signal.SIGTERM)
         assert server.process.wait(10) == 0  # long before the request would end

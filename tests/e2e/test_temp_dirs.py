@@ -131,8 +131,7 @@ def hang_up_mid_download(port: int) -> None:
 
 def grpc_cancel(server: t.Any, api: str, root: Path) -> None:
     assert wait_for(lambda: not scratch_files(root))  # so the one we see is this call's
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         messages = caller.proto.messages[api]
         msg = messages.request({"seconds": 3.0})
         msg.upload.content = b"payload"
@@ -144,8 +143,6 @@ def grpc_cancel(server: t.Any, api: str, root: Path) -> None:
         future.cancel()
         with pytest.raises(grpc.FutureCancelledError):
             future.result()
-    finally:
-        caller.close()
 
 
 def test_mixed_run_leaves_nothing(tmp_path: Path) -> None:

@@ -39,14 +39,12 @@ def test_https_and_grpc_tls(cert_pair):
 
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
         channel = grpc.secure_channel(server.grpc_target, credentials)
-        caller = GrpcCaller(server.spec, server.grpc_target, channel=channel)
-        assert caller.call("echo", {"text": "secure"}) == "secure"
-        caller.close()
-        plain = GrpcCaller(server.spec, server.grpc_target)
-        with pytest.raises(grpc.RpcError) as exc:
+        with GrpcCaller(server.spec, server.grpc_target, channel=channel) as caller:
+            assert caller.call("echo", {"text": "secure"}) == "secure"
+        with GrpcCaller(server.spec, server.grpc_target) as plain, \
+                pytest.raises(grpc.RpcError) as exc:
             plain.call("echo", {"text": "x"}, timeout=5)
         assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
-        plain.close()
 
         # the container HEALTHCHECK speaks TLS too
         probe = Settings(http_port=server.http_port, grpc_port=server.grpc_port,

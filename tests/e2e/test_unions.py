@@ -75,8 +75,7 @@ def server():
 ])
 def test_both_protocols_pick_the_variant(server, pet, expect):
     assert post(server.http_url + "/describe", {"pet": pet}).text == expect
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         # the oneof names the variant; the discriminator need not be repeated
         variant = {k: v for k, v in pet.items() if k != "kind"}
         model = Cat(**variant) if pet["kind"] == "cat" else Dog(**variant)
@@ -84,21 +83,16 @@ def test_both_protocols_pick_the_variant(server, pet, expect):
         assert caller.call("count", {"home": {"pets": [Cat(), Dog(), Cat()]}}) == {
             "cats": 2, "dogs": 1}
         assert caller.call("adopt", {"kind": "cat"}) == {"kind": "cat", "lives": 3}
-    finally:
-        caller.close()
 
 
 def test_bad_variants_are_rejected_at_the_field(server):
     reply = post(server.http_url + "/describe", {"pet": {"kind": "fish"}})
     assert reply.status == 400
     assert reply.error_locs()[0][0] == "pet"
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
         empty = caller.proto.messages["describe"].request_cls()
         empty.pet.SetInParent()  # a union message with no variant set
         with pytest.raises(grpc.RpcError) as info:
             caller.call("describe", raw=empty)
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_locs(info.value) == [["pet"]]
-    finally:
-        caller.close()

@@ -33,11 +33,8 @@ def grpc_pid(server) -> int:
     # SO_REUSEPORT balancing sees a new connection every time
     channel = grpc.insecure_channel(server.grpc_target,
                                     options=[("grpc.use_local_subchannel_pool", 1)])
-    caller = GrpcCaller(SPEC, server.grpc_target, channel=channel)
-    try:
+    with GrpcCaller(SPEC, server.grpc_target, channel=channel) as caller:
         return caller.call("pid", {}, timeout=10)
-    finally:
-        caller.close()
 
 
 def distinct(fetch, want: int, tries: int = 200) -> tuple[set[int], int]:
@@ -67,10 +64,11 @@ def test_two_workers_serve_both_protocols_and_a_killed_one_is_replaced():
 
         def counted() -> tuple[float, float]:
             samples = scrape(server.http_url)
+            # a worker's series reach the scrape with its next flush: absent until then
             return (sample(samples, "tensorwire_requests_total", api="echo",
-                           protocol="http", status="200"),
+                           protocol="http", status="200", missing=0.0),
                     sample(samples, "tensorwire_requests_total", api="pid",
-                           protocol="grpc", status="OK"))
+                           protocol="grpc", status="OK", missing=0.0))
 
         wait_for(lambda: counted() == (1, grpc_calls), timeout=5,
                  what=f"the scrape to count 1 echo and {grpc_calls} pid calls")

@@ -20,6 +20,12 @@ class GrpcCaller:
     def close(self) -> None:
         self.channel.close()
 
+    def __enter__(self) -> GrpcCaller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _method(self, api: str, stream: bool):
         messages = self.proto.messages[api]
         path = self.proto.method_names[api]

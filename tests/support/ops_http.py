@@ -1,46 +1,23 @@
-"""Plain HTTP calls for e2e tests (urllib: one fresh connection per call, so SO_REUSEPORT
-spreads them across workers) and a Prometheus scrape parser."""
+"""Operations helpers for e2e tests: a call by API name, a Prometheus scrape and its
+samples, and polling for a condition (plain requests are `http_calls`)."""
 
 from __future__ import annotations
 
-import json
-import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
-@dataclass
-class Reply:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def request(url: str, *, method: str = "GET", data: bytes | None = None,
-            headers: Mapping[str, str] | None = None, context: ssl.SSLContext | None = None,
-            timeout: float = 30) -> Reply:
-    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-    try:
-        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
-            return Reply(r.status, r.headers, r.read())
-    except urllib.error.HTTPError as e:
-        return Reply(e.code, e.headers, e.read())
+from . import http_calls
+from .http_calls import Reply, request
 
 
 def post(base: str, api: str, payload: Any = None, *, headers: Mapping[str, str] | None = None,
          **kw: Any) -> Reply:
-    body = json.dumps(payload if payload is not None else {}).encode()
-    return request(f"{base}/{api}", method="POST", data=body,
-                   headers={"Content-Type": "application/json", **(headers or {})}, **kw)
+    """POST a JSON payload to the API `api` of the server at `base`."""
+    return http_calls.post(f"{base}/{api}", payload if payload is not None else {},
+                           headers=headers, **kw)
 
 
 Samples = dict[tuple[str, frozenset], float]
@@ -60,10 +37,19 @@ def parse_metrics(text: str) -> Samples:
     return out
 
 
-def sample(samples: Samples, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels` (0 when absent)."""
+def sample(samples: Samples, name: str, *, missing: float | None = None, **labels: str
+           ) -> float:
+    """Sum of the samples of `name` whose labels include `labels`.
+
+    No such series fails the test, unless the caller says what absence means
+    (`missing=0.0`): a metric that was never exported is not a metric that reads 0.
+    """
     want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
+    found = [v for (n, ls), v in samples.items() if n == name and want <= ls]
+    if not found:
+        assert missing is not None, f"no series {name}{labels} in the scrape"
+        return missing
+    return sum(found)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20, what: str = "condition"

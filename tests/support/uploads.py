@@ -198,14 +198,12 @@ def _normalise_grpc(value: Any) -> Any:
 
 
 def _grpc(server: Any, api: str, parts: list[Up]) -> Reply:
-    caller = GrpcCaller(server.spec, server.grpc_target)
-    try:
-        value = caller.call(api, raw=grpc_request(caller, api, parts))
-        return Reply(True, "OK", _normalise_grpc(None if value is MISSING else value))
-    except grpc.RpcError as exc:
-        return Reply(False, exc.code().name, error=exc.details() or "", locs=error_locs(exc))
-    finally:
-        caller.close()
+    with GrpcCaller(server.spec, server.grpc_target) as caller:
+        try:
+            value = caller.call(api, raw=grpc_request(caller, api, parts))
+            return Reply(True, "OK", _normalise_grpc(None if value is MISSING else value))
+        except grpc.RpcError as exc:
+            return Reply(False, exc.code().name, error=exc.details() or "", locs=error_locs(exc))
 
 
 def call(protocol: str, server: Any, api: str, parts: list[Up]) -> Reply:

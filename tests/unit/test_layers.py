@@ -131,9 +131,10 @@ def violations(graph: dict[str, list[Edge]]) -> list[str]:
             top = edge.target.split(".")[0]
             dst_layer = layer_of(edge.target)
             where = f"{source}:{edge.line} imports {edge.target}"
-            if edge.deferred and (dst_layer is not None or top not in DEFERRABLE):
-                if not (src_layer == "facade" and edge.target == "importlib"):
-                    found.append(f"{where} inside a function (only heavy frameworks may wait)")
+            lazy_name = src_layer == "facade" and edge.target == "importlib"
+            if edge.deferred and (dst_layer is not None or top not in DEFERRABLE) \
+                    and not lazy_name:
+                found.append(f"{where} inside a function (only heavy frameworks may wait)")
             if dst_layer is None or src_layer == "facade":
                 continue
             if dst_layer == "facade":

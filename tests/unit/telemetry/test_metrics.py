@@ -14,7 +14,10 @@ from tensorwire.telemetry import metrics
 
 
 def sample(name: str, **labels: str) -> float:
-    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+    """A series' value; a series that is not there fails, so it is never read as 0."""
+    value = metrics.REGISTRY.get_sample_value(name, labels)
+    assert value is not None, f"no series {name}{labels}"
+    return value
 
 
 def test_buckets_match_what_prometheus_observe_would_count() -> None:
