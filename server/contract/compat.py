@@ -100,11 +100,15 @@ def _route(api: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator
     elif oo.get("media_type") != no.get("media_type"):
         yield Finding(api, "output", f"media type changed from {oo.get('media_type')} to "
                       f"{no.get('media_type')}", TYPE_CHANGED)
-    yield from _Compare(api, "output").value([], oo, no)
+    else:
+        yield from _Compare(api, "output").value([], oo, no)
 
 
 def _strip_null(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
-    """(the schema without its `null` alternative, whether it accepted null)."""
+    """(the schema without its `null` alternative, whether it accepted null); a `const`
+    reads as an `enum` of one value."""
+    if "const" in node and "enum" not in node:
+        node = {**node, "enum": [node["const"]]}
     for key in ("anyOf", "oneOf"):
         branches = node.get(key)
         if isinstance(branches, list) and any(b.get("type") == "null" for b in branches):
@@ -244,6 +248,10 @@ class _Compare:
             return self.finding(path, f"{what}: values the old contract accepted are now "
                                 "rejected (400 / INVALID_ARGUMENT)", CONSTRAINT_NARROWED)
 
+        if _is_leaf(o) or _is_leaf(n):  # its JSON form's lengths follow its own facts
+            yield from self.tensor_facts(path, o, n, narrowed)
+            return
+
         for keys, upper in ((_UPPER, True), (_LOWER, False)):
             bo, bn = _bound(o, keys), _bound(n, keys)
             if bn is not None and (bo is None or _tighter(bn, bo, upper)):
@@ -265,7 +273,6 @@ class _Compare:
             if "enum" not in o or gone:
                 yield narrowed(f"no longer accepts {', '.join(map(repr, gone)) or 'any value'}"
                                f" (allowed now: {', '.join(map(repr, n['enum']))})")
-        yield from self.tensor_facts(path, o, n, narrowed)
 
     def tensor_facts(self, path: list[str], o: Mapping[str, Any], n: Mapping[str, Any],
                      narrowed: Any) -> Iterator[Finding]:

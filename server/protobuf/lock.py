@@ -9,7 +9,8 @@ a contract keeps what was published:
   message (or enum) of the same name: request and response messages, nested messages
   generated from models, union messages and enums alike;
 - a new one gets a number above the highest ever used there (fields, and numbers the
-  published file reserves), so it never takes a number an old client knows;
+  published file reserves), so it never takes a number an old client knows (where
+  `reserved N to max` leaves none above, the lowest number never used);
 - one that is gone becomes `reserved` (number and name), and reserved stays reserved:
   a later generation carries the published `reserved` statements on;
 - a `FieldNumber` pin still wins, but a pin that contradicts the lock (another number
@@ -241,9 +242,20 @@ class Numbering:
             else:
                 break
         top = lock.top if lock is not None else MAX_FIELD
-        if n > top:
-            raise LockError(f"{self.owner}: no free number is left above the reserved ones")
+        if n > top:  # `reserved N to max`: the lowest number never used is as safe
+            return self._lowest_unused()
         self.next = n + 1
+        return n
+
+    def _lowest_unused(self) -> int:
+        lock = self.lock
+        n = 1
+        while (n in self.used or n in self.fixed
+               or (self.skip is not None and self.skip[0] <= n <= self.skip[1])
+               or (lock is not None and (n in lock.by_number or lock.is_reserved(n)))):
+            n += 1
+            if lock is not None and n > lock.highest:
+                raise LockError(f"{self.owner}: no number is left that was never used")
         return n
 
 
