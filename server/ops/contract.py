@@ -315,6 +315,11 @@ def proto_command(spec: ServiceSpec, *, against: str | None = None, check_dir: s
             sys.stdout.write(report.render())
             return 1 if report.breaking else 0
         if out is not None:
+            existing = Path(out) / proto.file_name
+            if against is None and existing.exists():  # would renumber what clients hold
+                raise LockError(f"{existing} is published already: publish again with "
+                                f"--against {out} to keep its numbers (or remove it to "
+                                "start over)")
             for path in publish(spec, proto, Path(out)):
                 print(f"wrote {path}", file=sys.stderr)
             return 0

@@ -222,6 +222,16 @@ def test_the_proto_command_prints_publishes_and_checks(tree: Path, tmp_path: Pat
     assert "no published contract at" in capsys.readouterr().err
 
 
+def test_publishing_over_a_published_contract_needs_the_lock(tree: Path, capsys):
+    before = (tree / "lockdemo/lockdemo.proto").read_text()
+    spec = with_optional_input_inserted()
+    assert contract.proto_command(spec, out=str(tree)) == 2
+    assert f"publish again with --against {tree}" in capsys.readouterr().err
+    assert (tree / "lockdemo/lockdemo.proto").read_text() == before
+    assert contract.proto_command(spec, against=str(tree), out=str(tree)) == 0
+    assert "optional string extra = 3;" in (tree / "lockdemo/lockdemo.proto").read_text()
+
+
 def test_a_lock_problem_is_told_before_serving(tree: Path):
     assert contract.lock_problem(published_v1(), str(tree)) is None
     assert contract.lock_problem(published_v1(), None) is None

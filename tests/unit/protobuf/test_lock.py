@@ -7,14 +7,15 @@ evaluated where those names are in scope.
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import tensorwire
 from tensorwire.codecs.core import REPLY
 from tensorwire.contract.descriptor import ServiceSpec
+from tensorwire.ops.loader import load_service
 from tensorwire.protobuf.descriptors import (
     ServiceProto,
     locked_service_proto,
@@ -282,3 +283,35 @@ def test_reserved_ranges_from_the_published_file_are_skipped_and_kept(tmp_path):
     text = proto.proto_text()
     assert '  reserved 2 to 5, 7, 100 to max;\n  reserved "old";\n}' in text
     assert "  reserved 10 to max;\n}" in text
+
+
+def pets() -> ServiceSpec:
+    """A discriminated union: a message with a oneof."""
+
+    class Cat(BaseModel):
+        kind: Literal["cat"] = "cat"
+        lives: int = 9
+
+    class Dog(BaseModel):
+        kind: Literal["dog"] = "dog"
+        good: bool = True
+
+    @tensorwire.service(name="pets")
+    class Pets:
+        @tensorwire.api
+        def describe(self, pet: Cat | Dog = Field(discriminator="kind")) -> str:
+            return ""
+
+    return tensorwire.get_service_spec(Pets)
+
+
+@pytest.mark.parametrize("target", [
+    "examples.audio:AudioFiles", "examples.constrained:TextGenerator",
+    "examples.descriptors:Retrieval", "examples.frames:Frames", "examples.images:ImageTools",
+    "examples.iris:Iris", "examples.llm_stream:LanguageModel",
+    "examples.models:ReviewAnalyzer", "examples.quickstart:Quickstart", None])
+def test_every_example_reads_back_from_its_published_file_unchanged(tmp_path, target):
+    spec = load_service(target) if target else pets()
+    text = ServiceProto(spec).proto_text()
+    tree = publish(tmp_path, ServiceProto(spec))
+    assert ServiceProto(spec, lock_of(tree, spec)).proto_text() == text
