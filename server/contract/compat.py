@@ -58,9 +58,8 @@ class Finding:
     side: str = "json"
 
     def __str__(self) -> str:
-        head = ": ".join(p for p in (self.api, self.where) if p)
-        return f"{head}: {self.message} [{self.rule}]" if head else \
-            f"{self.message} [{self.rule}]"
+        return ": ".join(p for p in (self.api, self.where, self.message) if p) + \
+            f" [{self.rule}]"
 
 
 def json_breaking(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
@@ -107,21 +106,22 @@ def _route(api: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator
 def _strip_null(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
     """(the schema without its `null` alternative, whether it accepted null); a `const`
     reads as an `enum` of one value."""
-    if "const" in node and "enum" not in node:
-        node = {**node, "enum": [node["const"]]}
+    out, nullable = node, False
     for key in ("anyOf", "oneOf"):
         branches = node.get(key)
         if isinstance(branches, list) and any(b.get("type") == "null" for b in branches):
             rest = [b for b in branches if b.get("type") != "null"]
             base = {k: v for k, v in node.items() if k != key}
-            if len(rest) == 1:
-                return {**base, **rest[0]}, True
-            return {**base, key: rest}, True
-    types = node.get("type")
+            out, nullable = ({**base, **rest[0]} if len(rest) == 1 else {**base, key: rest}), True
+            break
+    types = out.get("type")
     if isinstance(types, list) and "null" in types:
-        rest = [t for t in types if t != "null"]
-        return {**node, "type": rest[0] if len(rest) == 1 else rest}, True
-    return node, False
+        rest_types = [t for t in types if t != "null"]
+        out = {**out, "type": rest_types[0] if len(rest_types) == 1 else rest_types}
+        nullable = True
+    if "const" in out and "enum" not in out:
+        out = {**out, "enum": [out["const"]]}
+    return out, nullable
 
 
 def _types(node: Mapping[str, Any]) -> set[str]:

@@ -255,6 +255,8 @@ class _Parser:
             tok = self.peek()
             if tok[:1] in ("'", '"'):
                 into.names.append(self.next()[1:-1])
+            elif tok[:1].isalpha() or tok[:1] == "_":  # editions: `reserved foo;`
+                into.names.append(self.next())
             else:
                 lo = self.integer()
                 hi = lo

@@ -65,7 +65,7 @@ message Outer {
   extensions 1000 to 2000;
   extend Other { int32 ext = 1001; }
 }
-enum Top { option allow_alias = true; TOP_UNSPECIFIED = 0; reserved 3 to max; reserved "X"; }
+enum Top { option allow_alias = true; TOP_UNSPECIFIED = 0; reserved 3 to max; reserved X; }
 service Svc {
   option deprecated = true;
   rpc Get(Outer) returns (stream .acme.v2.Outer.Inner) { option deprecated = true; };
