@@ -86,10 +86,14 @@ class OptionalProto(ProtoFacet):
         self.inner = inner
         self.raw_bytes_field = inner.raw_bytes_field
         self.element_is_message = inner.element_is_message
+        self.numbered_by_field = inner.numbered_by_field
         self._inner_is_container = codec.inner.is_container
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self.inner.proto_type(builder, name_hint)
+
+    def for_field(self, field: Any) -> ProtoFacet:
+        return self.inner.for_field(field)
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
         return self.inner.from_proto(raw, scope)
@@ -193,7 +197,10 @@ class ListProto(ProtoFacet):
 
     def read_field(self, msg: Any, name: str, scope: Scope) -> Any:
         out = []
-        from_proto = self.codec.item.proto.from_proto
+        item = self.codec.item.proto
+        if item.numbered_by_field:
+            item = item.for_field(msg.DESCRIPTOR.fields_by_name[name])
+        from_proto = item.from_proto
         for i, raw in enumerate(getattr(msg, name)):
             try:
                 out.append(from_proto(raw, scope))
@@ -210,6 +217,8 @@ class ListProto(ProtoFacet):
             for v in value:
                 item.fill(v, container.add())
         else:
+            if item.numbered_by_field:
+                item = item.for_field(msg.DESCRIPTOR.fields_by_name[name])
             to_proto = item.to_proto
             container.extend([to_proto(v) for v in value])
 
@@ -262,7 +271,7 @@ class MapProto(ProtoFacet):
 
     def read_field(self, msg: Any, name: str, scope: Scope) -> Any:
         out = {}
-        from_proto = self.codec.value.proto.from_proto
+        from_proto = _map_values(self.codec.value.proto, msg, name).from_proto
         for k, raw in getattr(msg, name).items():
             try:
                 out[k] = from_proto(raw, scope)
@@ -275,13 +284,21 @@ class MapProto(ProtoFacet):
             return
         container = getattr(msg, name)
         key = self.codec.key.proto.to_proto
-        item = self.codec.value.proto
+        item = _map_values(self.codec.value.proto, msg, name)
         if item.element_is_message:
             for k, v in value.items():
                 item.fill(v, container[key(k)])
         else:
             for k, v in value.items():
                 container[key(k)] = item.to_proto(v)
+
+
+def _map_values(facet: ProtoFacet, msg: Any, name: str) -> ProtoFacet:
+    """The facet of a map field's values (bound to the entry's value type if needed)."""
+    if not facet.numbered_by_field:
+        return facet
+    return facet.for_field(msg.DESCRIPTOR.fields_by_name[name].message_type
+                           .fields_by_name["value"])
 
 
 class MapCodec(Codec):

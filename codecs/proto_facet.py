@@ -97,6 +97,9 @@ class ProtoFacet:
 
     #: Whether one element is a protobuf message (else a scalar or enum).
     element_is_message = False
+    #: Whether element numbers come from the field's protobuf type (`for_field`): an
+    #: enum, whose values a published contract may number apart from declaration order.
+    numbered_by_field = False
 
     def __init__(self, codec: Codec, ptype: ProtoType | None = None) -> None:
         self.codec = codec
@@ -109,6 +112,13 @@ class ProtoFacet:
         if self._ptype is None:
             raise NotImplementedError(f"{self.codec!r} has no protobuf type")
         return self._ptype
+
+    def for_field(self, field: Any) -> ProtoFacet:
+        """The facet that reads and writes the elements of protobuf field `field` (a
+        FieldDescriptor; of a map, its entry's `value`): this one, except where element
+        numbers come from the field's type (`numbered_by_field`). Containers ask once per
+        field, not per element."""
+        return self
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
         """A Python value (for pydantic to validate) from one proto element."""

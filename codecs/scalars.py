@@ -206,25 +206,62 @@ class BytesCodec(ScalarCodec):
 
 
 class EnumProto(ProtoFacet):
-    """A protobuf enum numbered from 1; number 0 (proto3's "unspecified") reads as missing."""
+    """A protobuf enum numbered from 1; number 0 (proto3's "unspecified") reads as missing.
+
+    Numbers follow declaration order unless the contract says otherwise: a contract
+    generated against a published `.proto` keeps the published numbers (see
+    `tensorwire.protobuf.lock`), so a field's own enum type decides (`for_field`). Its
+    values are listed in declaration order, whatever their numbers.
+    """
 
     codec: EnumCodec
+    numbered_by_field = True
+
+    def __init__(self, codec: EnumCodec, numbers: list[int] | None = None) -> None:
+        super().__init__(codec)
+        numbers = numbers or list(range(1, len(codec.values) + 1))
+        self.values = dict(zip(numbers, codec.values, strict=True))
+        self.numbers = {_hashable(v): n for n, v in self.values.items()}
+        self._bound: dict[Any, EnumProto] = {}
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         codec = self.codec
         return ProtoType.enum(builder.enum(codec.key, codec.name or name_hint, codec.labels))
 
+    def for_field(self, field: Any) -> EnumProto:
+        enum = field.enum_type
+        bound = self._bound.get(enum)
+        if bound is None:
+            numbers = [v.number for v in enum.values if v.number != 0]
+            if numbers == list(self.values) or len(numbers) != len(self.values):
+                bound = self  # declaration order (or not this codec's numbering)
+            else:
+                bound = EnumProto(self.codec, numbers)
+            self._bound[enum] = bound
+        return bound
+
+    def read_field(self, msg: Any, name: str, scope: Scope) -> Any:
+        if not msg.HasField(name):
+            return MISSING
+        return self.for_field(msg.DESCRIPTOR.fields_by_name[name]).from_proto(
+            getattr(msg, name), scope)
+
+    def write_field(self, msg: Any, name: str, value: Any) -> None:
+        if value is not None:
+            setattr(msg, name,
+                    self.for_field(msg.DESCRIPTOR.fields_by_name[name]).to_proto(value))
+
     def from_proto(self, raw: Any, scope: Scope) -> Any:
         if raw == 0:
             return MISSING
-        values = self.codec.values
-        if not 1 <= raw <= len(values):
-            raise FieldError(f"unknown enum number {raw}", type="enum")
-        return values[raw - 1]
+        try:
+            return self.values[raw]
+        except KeyError:
+            raise FieldError(f"unknown enum number {raw}", type="enum") from None
 
     def to_proto(self, value: Any) -> Any:
         try:
-            return self.codec.numbers[_hashable(value)]
+            return self.numbers[_hashable(value)]
         except KeyError:
             raise FieldError(f"{value!r} is not one of the enum's values") from None
 
@@ -246,7 +283,6 @@ class EnumCodec(Codec):
         self.labels = labels
         self.key = key
         self.name = name
-        self.numbers = {_hashable(v): i for i, v in enumerate(values, start=1)}
         self.http = HttpFacet(self)
         self.proto = EnumProto(self)
 

@@ -71,6 +71,10 @@ class Settings:
                             "level info)")
     log_level: str = _opt("info", "log level", choices=LOG_LEVELS)
     log_format: str = _opt("text", "log line format", choices=LOG_FORMATS)
+    #: The published contract whose field numbers gRPC keeps (`tensorwire.protobuf.lock`).
+    proto_lock: str | None = _opt(None, "serve gRPC with the field numbers of the .proto "
+                                  "published in this folder (or file); see `tensorwire "
+                                  "proto --against`", metavar="DIR")
     #: Free-form settings for extensions and tests (not exposed as flags).
     extra: dict[str, object] = field(default_factory=dict)
 

@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from ..context import Context, Headers, RequestInfo
 from ..contract.decoding import Decoder
 from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
-from ..protobuf.descriptors import ServiceProto, service_proto
+from ..protobuf.descriptors import ServiceProto, locked_service_proto
 from ..protobuf.messages import APIMessages
 from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
@@ -190,7 +190,8 @@ class GrpcServer:
                  interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
         self.runtime = runtime
         self.settings = settings or runtime.settings
-        self.proto = service_proto(runtime.spec)
+        # Numbered as the published contract says, when serving with --proto-lock.
+        self.proto = locked_service_proto(runtime.spec, self.settings.proto_lock)
         self.health = health.aio.HealthServicer()
         options = [
             ("grpc.max_receive_message_length", self.settings.max_request_size),

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from .. import v1
 from ..http.schema import openapi
-from ..protobuf.descriptors import service_proto
 from ..settings import Settings
 from ..telemetry import logs
+from .contract import lock_problem, proto_command
 from .loader import LoadError, load_service
 from .serve import serve_forever
 from .sources import ConfigError, add_flags, flag_values, load_settings
@@ -38,6 +38,15 @@ def _parser() -> argparse.ArgumentParser:
     proto.add_argument("target", help="MODULE:Class or path/to/file.py:Class")
     proto.add_argument("--types", action="store_true",
                        help="print tensorwire/v1/types.proto instead")
+    proto.add_argument("--against", metavar="DIR", default=None,
+                       help="keep the field numbers of the contract published in DIR")
+    contract = proto.add_mutually_exclusive_group()
+    contract.add_argument("--out", metavar="DIR", default=None,
+                          help="write the contract tree into DIR (the .proto, its "
+                               ".schema.json and tensorwire/v1/types.proto)")
+    contract.add_argument("--check", metavar="DIR", default=None,
+                          help="exit 1 if the contract breaks clients of the one "
+                               "published in DIR (buf breaking + JSON-side rules)")
 
     oa = sub.add_parser("openapi", help="print the service's OpenAPI 3.1 document")
     oa.add_argument("target", help="MODULE:Class or path/to/file.py:Class")
@@ -72,13 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     if args.command == "proto":
-        sys.stdout.write(service_proto(spec).proto_text())
-        return 0
+        return proto_command(spec, against=args.against, check_dir=args.check, out=args.out)
     if args.command == "openapi":
         sys.stdout.write(json.dumps(openapi(spec), indent=2) + "\n")
         return 0
 
     assert settings is not None
+    problem = lock_problem(spec, settings.proto_lock) if settings.grpc else None
+    if problem is not None:  # before any worker starts: one clear line, exit 2
+        print(f"tensorwire: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if not (settings.http or settings.grpc):
         print("tensorwire: error: --no-http and --no-grpc leave nothing to serve",
               file=sys.stderr)

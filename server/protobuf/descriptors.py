@@ -13,14 +13,17 @@ Wire-contract rules (stable, documented in the README):
 - a repeated/map field has no presence: sent empty, it reads as absent for an input
   with a default (the default applies) and as empty for a required one;
 - Python Enums and `Literal[str, ...]` become enums numbered from 1 (0 = unspecified);
-- the rpc of a root-input API carries `option (tensorwire.v1.root_input) = true;`.
+- the rpc of a root-input API carries `option (tensorwire.v1.root_input) = true;`;
+- generated against a published file (a `ProtoLock`, see `lock`), fields and enum values
+  keep their published numbers, new ones get numbers above any used before, and removed
+  ones become `reserved`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import (
@@ -38,6 +41,7 @@ from ..codecs import Codec, ProtoType
 from ..codecs.models import ModelCodec
 from ..contract.descriptor import APISpec, ServiceSpec
 from ..naming import camel, enum_value_names, snake, upper_snake
+from .lock import Numbering, NumberLock, ProtoLock, load_lock
 from .messages import APIMessages
 from .text import render
 
@@ -60,18 +64,18 @@ _MESSAGE, _ENUM, _SERVICE, _FIELD, _METHOD = 4, 5, 6, 2, 2
 class _Message:
     proto: descriptor_pb2.DescriptorProto
     index: int
-    used_numbers: set[int] = field(default_factory=set)
-    reserved: set[int] = field(default_factory=set)
-    next_number: int = 1
+    numbering: Numbering
 
 
 class _FileBuilder:
     """Builds one service's FileDescriptorProto; the `ProtoBuilder` codecs see."""
 
-    def __init__(self, name: str, package: str) -> None:
+    def __init__(self, name: str, package: str, lock: ProtoLock | None = None) -> None:
         self.file = descriptor_pb2.FileDescriptorProto(name=name, package=package,
                                                        syntax="proto3")
         self.package = package
+        self.lock = lock
+        self._messages: list[_Message] = []
         self._keys: dict[Any, str] = {}
         self._names: set[str] = set()
         self._imports: set[str] = {tw_types.PROTO_NAME}
@@ -97,8 +101,17 @@ class _FileBuilder:
         enum = self.file.enum_type.add(name=name)
         prefix = upper_snake(name)
         enum.value.add(name=f"{prefix}_UNSPECIFIED", number=0)
-        for number, value_name in enumerate(enum_value_names(prefix, values), start=1):
-            enum.value.add(name=value_name, number=number)
+        # Values are listed in label order whatever their numbers (EnumProto relies on it).
+        lock = self.lock.enum(name) if self.lock is not None else None
+        numbering = self._numbering(name, lock, skip=None)
+        numbering.set_aside(f"{prefix}_UNSPECIFIED", 0)
+        for value_name in enum_value_names(prefix, values):
+            enum.value.add(name=value_name, number=numbering.take(value_name))
+        if lock is not None:
+            ranges, names = lock.reserved_after({v.name for v in enum.value})
+            for lo, hi in ranges:
+                enum.reserved_range.add(start=lo, end=hi)  # inclusive in enums
+            enum.reserved_name.extend(names)
         if doc:
             self._comments[(_ENUM, index)] = doc
         return full
@@ -121,12 +134,29 @@ class _FileBuilder:
             raise TypeError(f"protobuf name {name!r} is used twice")
         self._names.add(name)
 
+    def _numbering(self, name: str, lock: NumberLock | None, **kw: Any) -> Numbering:
+        return Numbering(name, lock, self.lock.source if self.lock is not None else "", **kw)
+
     def new_message(self, name: str, doc: str | None = None) -> _Sink:
         index = len(self.file.message_type)
         proto = self.file.message_type.add(name=name)
         if doc:
             self._comments[(_MESSAGE, index)] = doc
-        return _Sink(self, _Message(proto, index))
+        lock = self.lock.message(name) if self.lock is not None else None
+        msg = _Message(proto, index, self._numbering(name, lock))
+        self._messages.append(msg)
+        return _Sink(self, msg)
+
+    def _reserve_removed(self) -> None:
+        """What a locked message no longer has stays reserved, number and name."""
+        for msg in self._messages:
+            lock = msg.numbering.lock
+            if lock is None:
+                continue
+            ranges, names = lock.reserved_after({f.name for f in msg.proto.field})
+            for lo, hi in ranges:
+                msg.proto.reserved_range.add(start=lo, end=hi + 1)  # end exclusive
+            msg.proto.reserved_name.extend(names)
 
     def finish(self, spec: ServiceSpec, methods: list[tuple[APISpec, str, str]]) -> None:
         svc = self.file.service.add(name=camel(spec.name))
@@ -139,6 +169,7 @@ class _FileBuilder:
                 method.options.MergeFromString(tw_types.root_input_options())
             if api.doc:
                 self._comments[(_SERVICE, 0, _METHOD, i)] = api.doc
+        self._reserve_removed()
         self.file.dependency.extend(sorted(self._imports))
         info = self.file.source_code_info
         for path, text in sorted(self._comments.items()):
@@ -155,17 +186,18 @@ class _Sink:
         self.msg = msg
 
     def add_fields(self, fields: list[tuple[str, Codec, int | None, str | None]]) -> None:
-        """Declare fields in order; pinned numbers are set aside before any auto number."""
-        msg = self.msg
-        pinned: set[int] = set()
-        for name, _, number, _ in fields:
+        """Declare fields in order; pinned and locked numbers are set aside before any
+        automatic number is given."""
+        numbering = self.msg.numbering
+        numbers: list[int | None] = []
+        for name, _, pin, _ in fields:
+            if pin is not None:
+                numbering.check_pin(name, pin)
+            number = pin if pin is not None else numbering.locked(name)
             if number is not None:
-                if number in pinned or number in msg.used_numbers:
-                    raise TypeError(f"{msg.proto.name}.{name}: field number {number} is "
-                                    "already used")
-                pinned.add(number)
-        msg.reserved |= pinned
-        for name, codec, number, doc in fields:
+                numbering.set_aside(name, number)
+            numbers.append(number)
+        for (name, codec, _, doc), number in zip(fields, numbers, strict=True):
             self.add_field(name, codec, number=number, doc=doc)
 
     def add_oneof(self, oneof: str, fields: list[tuple[str, Codec, int | None, str | None]]
@@ -182,11 +214,7 @@ class _Sink:
     def add_field(self, name: str, codec: Codec, *, number: int | None = None,
                   doc: str | None = None) -> None:
         msg = self.msg
-        if number is None:
-            number = self._auto_number()
-        elif number in msg.used_numbers:
-            raise TypeError(f"{msg.proto.name}.{name}: field number {number} is already used")
-        msg.used_numbers.add(number)
+        number = msg.numbering.take(name, number)
         hint = f"{msg.proto.name.removesuffix('Request').removesuffix('Response')}{camel(name)}"
         ptype = codec.proto.proto_type(self.builder, hint)
         index = len(msg.proto.field)
@@ -211,14 +239,6 @@ class _Sink:
         if doc:
             self.builder._comments[(_MESSAGE, msg.index, _FIELD, index)] = doc
 
-    def _auto_number(self) -> int:
-        msg = self.msg
-        n = msg.next_number
-        while n in msg.used_numbers or n in msg.reserved or 19_000 <= n <= 19_999:
-            n += 1
-        msg.next_number = n + 1
-        return n
-
 
 def _set_type(fd: FDP, ptype: ProtoType) -> None:
     fd.type = ptype.type
@@ -229,11 +249,13 @@ def _set_type(fd: FDP, ptype: ProtoType) -> None:
 class ServiceProto:
     """One service's protobuf contract: its file, its pool and per-API message classes."""
 
-    def __init__(self, spec: ServiceSpec) -> None:
+    def __init__(self, spec: ServiceSpec, lock: ProtoLock | None = None) -> None:
         self.spec = spec
+        #: The published numbers this contract keeps (None: declaration order).
+        self.lock = lock
         package = spec.proto_package
-        self.file_name = f"{package.replace('.', '/')}/{snake(spec.name)}.proto"
-        builder = _FileBuilder(self.file_name, package)
+        self.file_name = proto_file_name(spec)
+        builder = _FileBuilder(self.file_name, package, lock)
         names: list[tuple[APISpec, str, str]] = []
         for api in spec.apis.values():
             names.append(self._declare_api(builder, api))
@@ -301,7 +323,20 @@ def _dependency_protos(file_proto: descriptor_pb2.FileDescriptorProto):
             yield _well_known_proto(dep)
 
 
+def proto_file_name(spec: ServiceSpec) -> str:
+    """Where the service's .proto lives in a tree: `<package path>/<service>.proto`."""
+    return f"{spec.proto_package.replace('.', '/')}/{snake(spec.name)}.proto"
+
+
 @functools.cache
-def service_proto(spec: ServiceSpec) -> ServiceProto:
-    """The (cached) protobuf contract of a service."""
-    return ServiceProto(spec)
+def service_proto(spec: ServiceSpec, lock: ProtoLock | None = None) -> ServiceProto:
+    """The (cached) protobuf contract of a service, numbered by `lock` if one is given."""
+    return ServiceProto(spec, lock)
+
+
+def locked_service_proto(spec: ServiceSpec, published: str | None) -> ServiceProto:
+    """The contract numbered as the `.proto` published in tree (or file) `published`;
+    declaration order when None. Raises LockError (missing file, contradicting pin)."""
+    if not published:
+        return service_proto(spec)
+    return service_proto(spec, load_lock(published, proto_file_name(spec)))

@@ -7,10 +7,13 @@ protogen put the descriptions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
 from ..v1 import ROOT_INPUT, is_root_input
+from .parse import MAX_ENUM, MAX_FIELD
 
 _SCALARS = {
     FDP.TYPE_DOUBLE: "double", FDP.TYPE_FLOAT: "float", FDP.TYPE_INT64: "int64",
@@ -98,6 +101,9 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
             out.append(f"{indent}{decl} {f.name} = {f.number};")
         if open_oneof is not None:
             out.append("  }")
+        # DescriptorProto ranges end exclusive, EnumDescriptorProto ranges inclusive.
+        out.extend(_reserved([(r.start, r.end - 1) for r in msg.reserved_range],
+                             msg.reserved_name, MAX_FIELD))
         out.append("}")
         out.append("")
 
@@ -106,7 +112,22 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
         out.append(f"enum {enum.name} {{")
         for v in enum.value:
             out.append(f"  {v.name} = {v.number};")
+        out.extend(_reserved([(r.start, r.end) for r in enum.reserved_range],
+                             enum.reserved_name, MAX_ENUM))
         out.append("}")
         out.append("")
 
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _reserved(ranges: list[tuple[int, int]], names: Sequence[str], top: int) -> list[str]:
+    """`reserved` statements (inclusive ranges): numbers, then names."""
+    out = []
+    if ranges:
+        spelled = [str(lo) if lo == hi else f"{lo} to {'max' if hi >= top else hi}"
+                   for lo, hi in ranges]
+        out.append(f"  reserved {', '.join(spelled)};")
+    if names:
+        quoted = ", ".join(f'"{n}"' for n in names)
+        out.append(f"  reserved {quoted};")
+    return out
