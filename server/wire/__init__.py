@@ -1,0 +1,1 @@
+"""Wire formats shared by the server transports and the clients: pure byte-level helpers."""
