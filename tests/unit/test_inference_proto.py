@@ -156,12 +156,13 @@ def test_nested_messages_are_exported_under_their_protocol_names():
 
 def test_descriptor_set_matches_the_proto_source(tmp_path: Path):
     """grpc_service.binpb is what protoc makes of grpc_service.proto (`make proto`)."""
-    from grpc_tools import protoc
-
+    # In a subprocess, as test_protogen's: in-process protoc can crash a worker that has
+    # loaded TensorFlow (which bundles its own protobuf).
     root = Path(oip_proto.__file__).parents[1]
     out = tmp_path / "grpc_service.binpb"
-    rc = protoc.main(["protoc", f"-I{root}", f"--descriptor_set_out={out}",
-                      oip_proto.PROTO_NAME])
+    rc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}",
+                         f"--descriptor_set_out={out}", oip_proto.PROTO_NAME],
+                        timeout=60).returncode
     assert rc == 0
     assert out.read_bytes() == (Path(oip_proto.__file__).parent / "grpc_service.binpb"
                                 ).read_bytes()
