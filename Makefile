@@ -32,10 +32,13 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 
-# Regenerate the descriptor set of the fixed vocabulary after editing types.proto.
+# Regenerate the descriptor sets of the fixed vocabularies after editing their .proto:
+# tensorwire's own (types.proto) and the Open Inference Protocol's (grpc_service.proto).
 proto: venv
 	$(PY) -m grpc_tools.protoc -Iproto --descriptor_set_out=proto/tensorwire/v1/types.binpb \
 		proto/tensorwire/v1/types.proto
+	$(PY) -m grpc_tools.protoc -Iproto --descriptor_set_out=proto/inference/grpc_service.binpb \
+		proto/inference/grpc_service.proto
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

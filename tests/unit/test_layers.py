@@ -2,7 +2,8 @@
 
 The layer order (lowest first; a module may import its own layer or any lower one):
 
-    base      errors, context, tempdirs, settings, validators, naming, version, v1
+    base      errors, context, tempdirs, settings, validators, naming, version, and the
+              fixed protobuf vocabularies (tensorwire.v1, the Open Inference Protocol's)
     wire      tensor bytes, .npy, SSE, gRPC status details (shared with the client)
     codecs    one module per type family; a leaf of the server
     contract  reading a class into the descriptor; decoding
@@ -31,10 +32,12 @@ from tests.support.servers import ROOT
 
 #: Import-package folders (pyproject's package-dir), as module name prefixes.
 FOLDERS = {"tensorwire": ROOT / "server", "tensorwire.codecs": ROOT / "codecs",
-           "tensorwire.client": ROOT / "client", "tensorwire.v1": ROOT / "proto/tensorwire/v1"}
+           "tensorwire.client": ROOT / "client", "tensorwire.v1": ROOT / "proto/tensorwire/v1",
+           "tensorwire.inference": ROOT / "proto/inference"}
 
 LAYERS: list[set[str]] = [
-    {"errors", "context", "tempdirs", "settings", "validators", "naming", "version", "v1"},
+    {"errors", "context", "tempdirs", "settings", "validators", "naming", "version", "v1",
+     "inference"},
     {"wire"},
     {"codecs"},
     {"contract"},
