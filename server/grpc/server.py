@@ -163,7 +163,9 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for name, messages in proto.messages.items():
         endpoint = GrpcEndpoint(messages, runtime)
-        method = proto.method_names[name].rsplit("/", 1)[-1]
+        path = proto.method_names[name]
+        method = path.rsplit("/", 1)[-1]
+        runtime.admission.describe("grpc", name, method, path)
         if messages.api.output.stream:
             handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
         else:

@@ -68,6 +68,7 @@ class HttpEndpoint:
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
         self._not_plain = api.is_root or api.has_files
+        self.admission.describe("http", api.name, "POST", api.route)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The aiohttp handler: admission, decode, call, encode, in one coroutine.

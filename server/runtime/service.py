@@ -36,6 +36,22 @@ log = logging.getLogger("tensorwire.runtime")
 _DONE = object()
 
 
+class InitFailure(Exception):
+    """The service class's `__init__` raised (a missing weights file, a bad config...).
+
+    Raised by `ServiceRuntime.start` with the user's exception as `__cause__`, so that
+    start-up can show its full traceback under one line naming the service and the
+    phase, instead of mistaking, say, a FileNotFoundError for a port that did not bind.
+    """
+
+    phase = "__init__"
+
+    def __init__(self, service: str, cls: type, cause: BaseException) -> None:
+        self.service = service
+        super().__init__(f"service {service} failed in {cls.__qualname__}.__init__: "
+                         f"{type(cause).__name__}: {cause}")
+
+
 class ServiceRuntime:
     """The live service: its instance, executor and readiness."""
 
@@ -58,7 +74,10 @@ class ServiceRuntime:
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
         loop = asyncio.get_running_loop()
-        self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+        try:
+            self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+        except Exception as exc:
+            raise InitFailure(self.spec.name, self.spec.cls, exc) from exc
         for api in self.spec.apis.values():
             self._methods[api.name] = api.bind(self.instance)
             self._callers[api.name] = _argument_layout(api)
