@@ -31,6 +31,7 @@ from ..errors import (
     error_from_grpc,
 )
 from ..wire.status import violations_from_status
+from . import tracecontext
 from .api import RemoteAPI, RemoteField
 from .files import ClientFiles
 from .options import CallOptions, with_retries
@@ -229,7 +230,7 @@ class GrpcTransport:
 
     def _metadata(self, options: CallOptions) -> tuple[tuple[str, str], ...]:
         extra = tuple((k.lower(), str(v)) for k, v in options.headers.items())
-        return (*self.metadata, *extra)
+        return tracecontext.with_context((*self.metadata, *extra))  # the caller's trace
 
     async def is_ready(self, options: CallOptions) -> bool:
         from grpc_health.v1 import health_pb2

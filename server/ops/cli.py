@@ -21,7 +21,7 @@ from ..http.schema import openapi
 from ..protobuf.descriptors import service_proto
 from ..runtime.service import InitFailure
 from ..settings import Settings
-from ..telemetry import logs
+from ..telemetry import logs, tracing
 from ..version import __version__
 from .loader import ImportFailure, LoadError, failure_report, load_service, source_dir
 from .reload import Reloader
@@ -132,10 +132,18 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path, why in options.ignored:
         log.warning("@service option %s is ignored: %s", path, why)
+    try:
+        tracing.require(settings)
+    except tracing.TracingUnavailable as exc:
+        _error(str(exc))
+        return EXIT_USAGE
     if settings.workers > 1:
         return Supervisor(settings).run()
     try:
         asyncio.run(serve_forever(spec, settings))
+    except tracing.TracingUnavailable as exc:  # e.g. OTEL_TRACES_EXPORTER names no exporter
+        _error(str(exc))
+        return EXIT_USAGE
     except BindError as exc:
         _error(str(exc))
         return EXIT_FAILED

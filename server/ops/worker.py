@@ -70,7 +70,11 @@ async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
     except (LoadError, TypeError, ValueError) as exc:
         log.error("worker cannot load %s: %s", settings.service, exc)
         return EXIT_STARTUP
-    server = Server(spec, settings)
+    try:
+        server = Server(spec, settings)
+    except Exception as exc:  # e.g. tracing asked for without the otel extra
+        log.error("worker cannot serve %s: %s", settings.service, exc)
+        return EXIT_STARTUP
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)

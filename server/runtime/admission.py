@@ -65,20 +65,20 @@ class Admission:
         self._flush_due = False
         #: (protocol, api) -> (method, path) for access lines, declared once per endpoint
         #: (`describe`) so that no request pays for them.
-        self._routes: dict[tuple[str, str], tuple[str, str]] = {}
+        self.routes: dict[tuple[str, str], tuple[str, str]] = {}
         #: The current trace id, set by the runtime while tracing is on.
         self.trace_id: Callable[[], str | None] | None = None
 
     def describe(self, protocol: str, api: str, method: str, path: str) -> None:
         """Say how an endpoint's access lines name it: the HTTP verb and path, or the
         gRPC method and rpc path. Called once when the endpoint is built."""
-        self._routes[(protocol, api)] = (method, path)
+        self.routes[(protocol, api)] = (method, path)
 
     def _log(self, protocol: str, api: str, status: str, seconds: float,
              request: RequestInfo, received: int, sent: int) -> None:
         """Write the access line (only called with the access log on: the peer and the
         request id are resolved here, never for a request that is not logged)."""
-        method, path = self._routes.get((protocol, api), ("-", api))
+        method, path = self.routes.get((protocol, api), ("-", api))
         trace_id = self.trace_id() if self.trace_id is not None else None
         logs.access(logs.client_address(request.peer), protocol, method, path, api, status,
                     seconds, request.id, received, sent, trace_id)

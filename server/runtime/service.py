@@ -27,6 +27,7 @@ from ..contract.descriptor import APISpec, ServiceSpec
 from ..errors import DeadlineExceeded, ServiceUnavailable
 from ..settings import Settings
 from ..telemetry import metrics
+from ..telemetry.tracing import Tracing
 from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
@@ -70,6 +71,10 @@ class ServiceRuntime:
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
         self._deadlines = Deadlines()
+        #: OpenTelemetry spans of requests; None (and nothing imported) when off.
+        self.tracing = Tracing.from_settings(self.settings, spec.name, self.admission.routes)
+        if self.tracing is not None:
+            self.admission.trace_id = self.tracing.trace_id
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
@@ -105,7 +110,7 @@ class ServiceRuntime:
             observe = metrics.batch_observer(api.name)
         return Batcher(api, invoke, to_host,
                        max_queue_items=self.settings.batch_queue_items or None,
-                       observe=observe)  # type: ignore[arg-type]
+                       observe=observe, tracing=self.tracing)  # type: ignore[arg-type]
 
     def batcher(self, name: str) -> Any:
         """The dispatcher of a batchable API (tests and metrics inspect it)."""
@@ -166,6 +171,8 @@ class ServiceRuntime:
             work = method(*args, **kw)
         else:
             work = self._call(api, kwargs, ctx)
+        if self.tracing is not None and not api.batchable:  # a batch traces its own call
+            work = self.tracing.model_call(work)
         if limit is None:
             return await work
         try:  # not through _within: one coroutine fewer on every unary call
@@ -182,7 +189,10 @@ class ServiceRuntime:
         if api.is_async:
             result = await method(*args, **kw)
         else:
-            future = self.executor.submit(functools.partial(method, *args, **kw))
+            call = functools.partial(method, *args, **kw)
+            if self.tracing is not None:  # the method's own spans nest under the request
+                call = self.tracing.in_context(call)
+            future = self.executor.submit(call)
             try:
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
