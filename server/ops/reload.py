@@ -104,7 +104,8 @@ class Reloader:
         rc = proc.wait()
         with self._lock:
             replaced = self._proc is not proc
-        if replaced or self._stop.is_set():
+        # 0: it drained after a signal (Ctrl-C reaches the whole process group first)
+        if replaced or self._stop.is_set() or rc == 0:
             return
         hint = " (see the error above)" if rc == EXIT_STARTUP else ""
         log.error("tensorwire reload: the worker %s%s; save a change to %s to restart it",
