@@ -11,7 +11,7 @@ from tensorwire.context import Headers, RequestInfo
 from tensorwire.errors import Overloaded, ServiceUnavailable
 from tensorwire.runtime.admission import Admission
 from tensorwire.settings import Settings
-from tensorwire.telemetry import metrics
+from tensorwire.telemetry import logs, metrics
 
 
 def req(request_id: str) -> RequestInfo:
@@ -94,6 +94,7 @@ def test_access_line_per_request(caplog):
         "client": "10.1.2.3", "protocol": "http", "method": "POST", "path": "/adm-e",
         "api": "adm_e", "status": "201", "bytes_in": 3, "bytes_out": 4}
     assert "trace_id" not in record.fields  # tracing is off
+    assert list(record.fields) == [f for f in logs.ACCESS_FIELDS if f != "trace_id"]
     assert record.getMessage().startswith("10.1.2.3 http POST /adm-e 201 ")
     assert record.getMessage().endswith(" in=3 out=4 id=req-42")
     assert peer_asked == [1]
