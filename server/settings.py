@@ -3,7 +3,8 @@
 Each field carries its own documentation (`help`), so the CLI flags, the
 `TENSORWIRE_*` environment variables, the TOML config keys and the README's settings
 table are all derived from this one list (see `tensorwire.ops.sources`). Precedence, lowest
-first: defaults < config file < environment < flags.
+first: defaults < the service's @service options (`tensorwire.contract.options`) < config
+file < environment < flags.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Where settings come from: defaults < TOML config file < `TENSORWIRE_*` env < flags.
+"""Where settings come from: defaults < the service's @service options < TOML config file
+< `TENSORWIRE_*` env < flags.
 
 Every documented field of `Settings` is one setting with one name in each source:
 `max_request_size` is the TOML key, `TENSORWIRE_MAX_REQUEST_SIZE` the env var and
