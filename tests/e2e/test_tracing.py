@@ -236,3 +236,14 @@ def test_the_client_carries_the_current_trace_on_both_protocols():
     assert metadata == (("authorization", "Bearer t"), ("traceparent", expected))
     assert tc.with_context(()) == ()  # outside a span: nothing added
     assert trace.get_current_span().get_span_context().is_valid is False
+
+
+def test_tracing_without_the_extra_says_which_one():
+    code = ("import sys; sys.modules['opentelemetry'] = None\n"
+            "from tensorwire.ops.cli import main\n"
+            "sys.exit(main(['serve', 'examples.quickstart:Quickstart', '--tracing',\n"
+            "               '--http-port', '0', '--grpc-port', '0']))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 2
+    assert "--tracing needs OpenTelemetry: pip install 'tensorwire[otel]'" in out.stderr
