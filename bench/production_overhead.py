@@ -2,11 +2,14 @@
 
 1. Micro: `Admission.admit()` + `Ticket.finish()` (the per-request work shared by both
    transports) under the default settings, with metrics off, with the access log on,
-   and the runtime's per-request timeout wrapper, in a tight loop.
+   the runtime's per-request timeout wrapper, and one request's OpenTelemetry spans
+   (server span + decode, model, encode; SDK batch processor, a no-op exporter), in a
+   tight loop.
 2. Macro: HTTP requests/s of one server process, side by side: a bare aiohttp handler
-   returning the same JSON, tensorwire at its defaults (metrics on, 60 s timeout), with
-   the access log on as well (to /dev/null), and with metrics and timeout off.
-   Client: aiohttp, keep-alive, 32 concurrent, in this process.
+   returning the same JSON, tensorwire at its defaults (metrics on, 60 s timeout, tracing
+   off), with the access log on as well (to /dev/null), with tracing on (every request
+   sampled, OTEL_TRACES_EXPORTER=none: spans made and ended, not shipped), and with
+   metrics and timeout off. Client: aiohttp, keep-alive, 32 concurrent, in this process.
 
     .venv/bin/python bench/production_overhead.py [--seconds 4] [--rounds 3]
 """
@@ -30,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 def micro(n: int = 200_000) -> dict[str, float]:
     import logging
 
+    from tensorwire.context import Headers, RequestInfo
     from tensorwire.runtime.admission import Admission
     from tensorwire.settings import Settings
     from tensorwire.telemetry import logs
@@ -43,10 +47,15 @@ def micro(n: int = 200_000) -> dict[str, float]:
         logs.configure("info", "text")
         logging.getLogger().handlers[0].setStream(null)
         adm = Admission(settings)
-        adm.admit("http", "bench", "r").finish(200, 10, 10)  # create the series
+        adm.describe("http", "bench", "POST", "/bench")
+
+        def request() -> RequestInfo:
+            return RequestInfo("http", "bench", Headers(), "127.0.0.1")
+
+        adm.admit("http", "bench", request()).finish(200, 10, 10)  # create the series
         t0 = time.perf_counter()
         for _ in range(n):
-            adm.admit("http", "bench", "r").finish(200, 10, 10)
+            adm.admit("http", "bench", request()).finish(200, 10, 10)
         out[label] = (time.perf_counter() - t0) / n * 1e6
 
     async def timeouts() -> float:
@@ -64,7 +73,55 @@ def micro(n: int = 200_000) -> dict[str, float]:
         return (time.perf_counter() - t0 - bare) / m * 1e6
 
     out["asyncio.timeout wrapper (request_timeout > 0)"] = asyncio.run(timeouts())
+    out.update(tracing_micro(n // 4))
     return out
+
+
+def tracing_micro(n: int) -> dict[str, float]:
+    """One request's spans as the transports make them, off (the `None` checks) and on."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from tensorwire.context import Headers, RequestInfo
+    from tensorwire.telemetry.tracing import Tracing
+
+    class Discard(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    on = Tracing(provider.get_tracer("bench"), {("http", "bench"): ("POST", "/bench")})
+
+    async def model() -> int:
+        return 1
+
+    async def request(tracing: Tracing | None) -> None:
+        info = RequestInfo("http", "bench", Headers({"traceparent": "00-0af7651916cd43dd8448eb"
+                                                    "211c80319c-b7ad6b7169203331-01"}),
+                           "127.0.0.1")
+        span = tracing.start(info) if tracing is not None else None
+        if span is not None:
+            span.decoded()
+        work = model()
+        if tracing is not None:
+            work = tracing.model_call(work)
+        await work
+        if span is not None:
+            span.encoding()
+        if span is not None:
+            span.finish(200)
+
+    async def loop(tracing: Tracing | None) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await request(tracing)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    off, traced = asyncio.run(loop(None)), asyncio.run(loop(on))
+    provider.shutdown()
+    return {"tracing off (a request's None checks, model call included)": off,
+            "tracing on (server + decode/model/encode spans, W3C parent; same loop)": traced}
 
 
 BARE = textwrap.dedent("""
@@ -94,8 +151,9 @@ def free_port() -> int:
 def start(cmd: list[str], port: int) -> subprocess.Popen:
     import urllib.request
 
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none"}  # only read with --tracing
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=env)
     for _ in range(400):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1)
@@ -142,6 +200,8 @@ def macro(seconds: float, rounds: int) -> dict[str, list[float]]:
             *tw, "--http-port", str(p)],
         "tensorwire defaults + access log": lambda p: [
             *tw, "--http-port", str(p), "--access-log"],
+        "tensorwire defaults + tracing (all sampled, exporter none)": lambda p: [
+            *tw, "--http-port", str(p), "--tracing"],
         "tensorwire, metrics and timeout off too": lambda p: [
             *tw, "--http-port", str(p), "--no-metrics", "--request-timeout", "0"],
     }

@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..naming import snake
 from ..wire.status import violations_from_status
+from . import tracecontext
 from .api import RemoteAPI, RemoteField
 from .filedata import ClientFiles
 from .kinds import field_kind
@@ -226,7 +227,7 @@ class GrpcTransport:
 
     def _metadata(self, options: CallOptions) -> tuple[tuple[str, str], ...]:
         extra = tuple((k.lower(), str(v)) for k, v in options.headers.items())
-        return (*self.metadata, *extra)
+        return tracecontext.with_context((*self.metadata, *extra))  # the caller's trace
 
     async def is_ready(self, options: CallOptions) -> bool:
         assert self.channel is not None

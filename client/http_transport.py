@@ -27,7 +27,7 @@ from ..errors import (
 )
 from ..version import __version__
 from ..wire.sse import SSEDecoder
-from . import values
+from . import tracecontext, values
 from .api import RemoteAPI, RemoteField
 from .filedata import Body, ClientFiles
 from .jsonkinds import JsonKind, ListKind, ObjectKind
@@ -150,6 +150,7 @@ class HttpTransport:
         assert self.session is not None
         data, headers, bodies = self._encode(api, values_)
         headers.update(options.headers)
+        tracecontext.inject(headers)  # the caller's trace, if it traces
         try:
             async with _mapped(self.target, options):
                 resp = await self.session.post(self._url(api.address), data=data,

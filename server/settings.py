@@ -3,7 +3,8 @@
 Each field carries its own documentation (`help`), so the CLI flags, the
 `TENSORWIRE_*` environment variables, the TOML config keys and the README's settings
 table are all derived from this one list (see `tensorwire.ops.sources`). Precedence, lowest
-first: defaults < config file < environment < flags.
+first: defaults < the service's @service options (`tensorwire.contract.options`) < config
+file < environment < flags.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Settings:
     service: str = _opt("", "the service to serve, MODULE:Class or file.py:Class",
                         positional=True)
     host: str = _opt("127.0.0.1", "bind address of both protocols", metavar="ADDR")
-    http_port: int = _opt(3000, "HTTP port (0: any free port)")
+    http_port: int = _opt(3000, "HTTP port (0: any free port)", aliases=("--port",))
     grpc_port: int = _opt(50051, "gRPC port (0: any free port)")
     http: bool = _opt(True, "serve HTTP")
     grpc: bool = _opt(True, "serve gRPC")
@@ -75,6 +76,15 @@ class Settings:
     proto_lock: str | None = _opt(None, "serve gRPC with the field numbers of the .proto "
                                   "published in this folder (or file); see `tensorwire "
                                   "proto --against`", metavar="DIR")
+    #: Off by default; the `otel` extra must be installed to turn it on.
+    tracing: bool = _opt(False, "OpenTelemetry tracing: a span per request with decode, "
+                         "batch queue, model and encode children (needs the `otel` extra; "
+                         "OTEL_* env vars choose the exporter)")
+    trace_sample_rate: float = _opt(1.0, "fraction of new traces recorded, 0..1 "
+                                    "(OTEL_TRACES_SAMPLER, when set, wins)")
+    #: Development only: a fresh worker process per change, on the same ports.
+    reload: bool = _opt(False, "development: restart the server when a .py file in the "
+                        "service's folder changes (needs the `reload` extra; one worker)")
     #: Free-form settings for extensions and tests (not exposed as flags).
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -92,6 +102,8 @@ class Settings:
                      "graceful_timeout", "batch_queue_items"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative")
+        if not 0.0 <= self.trace_sample_rate <= 1.0:
+            problems.append("trace_sample_rate must be from 0 to 1")
         if self.log_level not in LOG_LEVELS:
             problems.append(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         if self.log_format not in LOG_FORMATS:

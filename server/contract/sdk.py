@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from ..naming import snake
 from .descriptor import APISpec, ServiceSpec
-from .signature import APIConfig, read_api
+from .options import read_service_options
+from .signature import APIConfig, ContractError, read_api
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,11 +45,11 @@ def service(
 
     def decorate(klass: T) -> T:
         if not isinstance(klass, type):
-            raise TypeError(f"@tensorwire.service decorates a class, not {klass!r}")
+            raise ContractError(f"@tensorwire.service decorates a class, not {klass!r}")
         svc_name = name or klass.__name__
         if not re.fullmatch(r"[A-Za-z][0-9A-Za-z_\-]*", svc_name):
-            raise TypeError(f"{klass.__qualname__}: service name {svc_name!r} must start with a "
-                            "letter and hold only letters, digits, '_' and '-'")
+            raise ContractError(f"{klass.__qualname__}: service name {svc_name!r} must start "
+                                "with a letter and hold only letters, digits, '_' and '-'")
         apis: dict[str, APISpec] = {}
         routes: dict[str, str] = {}
         for attr, member in _members_in_order(klass):
@@ -57,18 +58,21 @@ def service(
                 continue
             spec = read_api(klass, member, api_config)
             if spec.name in apis:
-                raise TypeError(f"{klass.__qualname__}.{attr}(): API name {spec.name!r} is "
+                raise ContractError(f"{klass.__qualname__}.{attr}(): API name {spec.name!r} is "
                                 "already used by another method")
             if spec.route in routes:
-                raise TypeError(f"{klass.__qualname__}.{attr}(): route {spec.route!r} is "
+                raise ContractError(f"{klass.__qualname__}.{attr}(): route {spec.route!r} is "
                                 f"already used by {routes[spec.route]}()")
             apis[spec.name] = spec
             routes[spec.route] = attr
         package = proto_package or snake(svc_name)
         if not re.fullmatch(r"[a-z_][0-9a-z_]*(\.[a-z_][0-9a-z_]*)*", package):
-            raise TypeError(f"{klass.__qualname__}: proto_package {package!r} is not a valid "
+            raise ContractError(f"{klass.__qualname__}: proto_package {package!r} is not a valid "
                             "protobuf package name (lowercase dotted identifiers)")
-        spec = ServiceSpec(name=svc_name, cls=klass, apis=apis, doc=klass.__doc__,
+        # BentoML's options: a value of the wrong type fails here, like the contract.
+        read_service_options(config, klass.__qualname__)
+        doc = klass.__doc__ or config.get("description")
+        spec = ServiceSpec(name=svc_name, cls=klass, apis=apis, doc=doc,
                            proto_package=package, config=dict(config))
         setattr(klass, _SERVICE_ATTR, spec)
         return klass
@@ -127,7 +131,7 @@ def api(
 
     def mark(f: F) -> F:
         if not callable(f):
-            raise TypeError(f"@tensorwire.api decorates a method, not {f!r}")
+            raise ContractError(f"@tensorwire.api decorates a method, not {f!r}")
         setattr(f, _API_ATTR, config)
         return f
 

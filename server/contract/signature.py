@@ -1,7 +1,8 @@
 """Reading one API method's signature into an `APISpec`, enforcing every rule at once.
 
-All failures are `TypeError`s raised when the class is decorated, naming the class, the
-method and the parameter, so a bad contract never reaches a server.
+All failures are `TypeError`s (precisely `ContractError`) raised when the class is
+decorated, naming the class, the method and the parameter, so a bad contract never
+reaches a server.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..codecs import codec_for, pydantic_annotation
@@ -47,6 +48,15 @@ INPUT_CONFIG = ConfigDict(
 )
 
 
+class ContractError(TypeError):
+    """A definition-time rule was broken (the message names class, method, parameter).
+
+    A TypeError, as the SDK promises; its own class lets the CLI tell a contract mistake
+    (one line, exit 2) from any other exception the user's module raised while it was
+    imported (shown with its traceback).
+    """
+
+
 @dataclass(frozen=True)
 class APIConfig:
     """What `@tensorwire.api(...)` was given."""
@@ -66,7 +76,7 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
 
     def fail(msg: str, param: str | None = None) -> typing.NoReturn:
         at = f"{where}(), parameter {param!r}" if param else f"{where}()"
-        raise TypeError(f"{at}: {msg}")
+        raise ContractError(f"{at}: {msg}")
 
     name = config.name or func.__name__
     if not name.isidentifier() or keyword.iskeyword(name):
@@ -151,6 +161,7 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
             kind = "positional" if p.kind is inspect.Parameter.POSITIONAL_ONLY else "keyword"
             fields.append(_field_spec(p.name, annotation, info, kind, fail))
         input_model = _input_model(camel(name) + "Input", fields, fail)
+    _check_defaults(camel(name) + "Defaults", fields, fail)
 
     root_adapter = None
     if input_shape == "root":
@@ -280,6 +291,37 @@ def _input_model(model_name: str, fields: list[FieldSpec], fail: Any) -> type[Ba
             return create_model(model_name, __config__=INPUT_CONFIG, **definitions)
     except Exception as exc:
         fail(f"cannot build the input model: {exc}")
+
+
+def _check_defaults(model_name: str, fields: list[FieldSpec], fail: Any) -> None:
+    """A default must pass its own annotation and constraints, checked now.
+
+    pydantic does not validate defaults (`validate_default` is off, for speed), so
+    `n: int = "five"` or `Annotated[int, Ge(1)] = 0` would otherwise be found only by
+    the first request that leaves the input out. One throw-away model of the defaulted
+    fields, validating its defaults, checks them all at once; a `default_factory` is
+    exempt (calling it at class definition could be costly or have side effects).
+    """
+    defaulted = {f.name: (pydantic_annotation(f.annotation), f.info) for f in fields
+                 if not f.info.is_required() and f.info.default_factory is None}
+    if not defaulted:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "field shadows a BaseModel attribute"
+            model = create_model(model_name, __config__=_DEFAULTS_CONFIG, **defaulted)
+        model()
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        name = str(error["loc"][0]) if error["loc"] else next(iter(defaulted))
+        where = ".".join(str(p) for p in error["loc"][1:])
+        default = defaulted[name][1].default
+        fail(f"the default {default!r} fails its own annotation"
+             f"{' at ' + where if where else ''}: {error['msg']}", name)
+
+
+#: The input models' config, validating defaults (only for `_check_defaults`).
+_DEFAULTS_CONFIG = ConfigDict(**INPUT_CONFIG, validate_default=True)
 
 
 def _output_spec(annotation: Any, output_spec: type[BaseModel] | None, fail: Any) -> OutputSpec:

@@ -46,6 +46,7 @@ class GrpcEndpoint:
         self.decoder = Decoder(messages.api)
         self.runtime = runtime
         self.admission = runtime.admission
+        self.tracing = runtime.tracing  # None unless --tracing
 
     def _context(self, context: grpc.aio.ServicerContext) -> Context:
         # Metadata, peer and request id are read lazily (see RequestInfo).
@@ -101,9 +102,14 @@ class GrpcEndpoint:
             await self._abort(context, exc, ctx)
             raise  # unreachable: abort raises
         code, sent = "OK", 0
+        span = self.tracing.start(ctx.request) if self.tracing is not None else None
         try:
             kwargs = self._decode(data, ctx)
+            if span is not None:
+                span.decoded()
             result = await self.runtime.call(self.api, kwargs, ctx, context.time_remaining())
+            if span is not None:
+                span.encoding()
             out = self.messages.response_bytes(result)
             if ctx.response.headers:
                 await self._send_headers(context, ctx)
@@ -124,14 +130,19 @@ class GrpcEndpoint:
         finally:
             ctx.close()
             ticket.finish(code, len(data), sent)
+            if span is not None:  # after the access line, which reads its trace id
+                span.finish(code)
 
     async def stream(self, data: bytes, context: grpc.aio.ServicerContext):
         ctx = self._context(context)
         ticket = await self._admit(context, ctx)
         code, sent = "OK", 0
         chunks = None
+        span = self.tracing.start(ctx.request) if self.tracing is not None else None
         try:
             kwargs = self._decode(data, ctx)
+            if span is not None:
+                span.decoded()
             chunks = self.runtime.stream(self.api, kwargs, ctx)
             sent_headers = False
             async for chunk in chunks:
@@ -157,13 +168,17 @@ class GrpcEndpoint:
                 await chunks.aclose()
             ctx.close()
             ticket.finish(code, len(data), sent)
+            if span is not None:
+                span.finish(code)
 
 
 def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.GenericRpcHandler:
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for name, messages in proto.messages.items():
         endpoint = GrpcEndpoint(messages, runtime)
-        method = proto.method_names[name].rsplit("/", 1)[-1]
+        path = proto.method_names[name]
+        method = path.rsplit("/", 1)[-1]
+        runtime.admission.describe("grpc", name, method, path)
         if messages.api.output.stream:
             handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
         else:

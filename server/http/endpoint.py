@@ -68,6 +68,8 @@ class HttpEndpoint:
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
         self._not_plain = api.is_root or api.has_files
+        self.admission.describe("http", api.name, "POST", api.route)
+        self.tracing = runtime.tracing  # None unless --tracing
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The aiohttp handler: admission, decode, call, encode, in one coroutine.
@@ -85,15 +87,20 @@ class HttpEndpoint:
             return error_response(exc, info.id)
         resp: web.StreamResponse | None = None
         ctx = self.runtime.context(info)
+        span = self.tracing.start(info) if self.tracing is not None else None
         try:
             if self._plain_json(request):
                 kwargs = self.decoder.decode_json(await request.read())
             else:
                 kwargs = await self.decode(request, ctx)
+            if span is not None:
+                span.decoded()
             if self.api.output.stream:
                 resp = await self.stream(request, kwargs, ctx)
                 return resp
             result = await self.runtime.call(self.api, kwargs, ctx)
+            if span is not None:
+                span.encoding()
             body = self.output.encode(result, request.headers.get("Accept"))
             if isinstance(body.content, bytes | bytearray | memoryview):
                 resp = web.Response(status=ctx.response.status_code, body=body.content,
@@ -133,6 +140,8 @@ class HttpEndpoint:
             else:
                 ticket.finish(resp.status, request.content_length or 0,
                               resp.body_length or resp.content_length or 0)
+            if span is not None:  # after the access line, which reads its trace id
+                span.finish(499 if resp is None else resp.status)
 
     def _plain_json(self, request: web.Request) -> bool:
         """The common case, decided without a coroutine: a JSON object body within the

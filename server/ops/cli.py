@@ -1,43 +1,59 @@
-"""`tensorwire serve | proto | openapi MODULE:Class`."""
+"""`tensorwire serve | proto | openapi MODULE:Class`, and `tensorwire --version`.
+
+Exit codes: 0 done; 1 the server could not run (a port that does not bind, an exception
+in the service's module or `__init__`: its traceback is shown under one line naming the
+service and the phase); 2 a usage mistake (a bad target, setting or contract: one line).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import logging
 import sys
 from collections.abc import Sequence
 
 from .. import v1
+from ..contract.options import read_service_options
 from ..http.schema import openapi
+from ..runtime.service import InitFailure
 from ..settings import Settings
-from ..telemetry import logs
+from ..telemetry import logs, tracing
+from ..version import __version__
 from .contract import lock_problem, proto_command
-from .loader import LoadError, load_service
-from .serve import serve_forever
-from .sources import ConfigError, add_flags, flag_values, load_settings
+from .loader import ImportFailure, LoadError, failure_report, load_service, source_dir
+from .reload import Reloader
+from .serve import BindError, serve_forever
+from .sources import ConfigError, add_flags, explicit_values, flag_values, load_settings
 from .supervisor import Supervisor
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+log = logging.getLogger("tensorwire.serve")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tensorwire", description="Serve typed Python model APIs over gRPC and HTTP.")
+    parser.add_argument("--version", action="version", version=f"tensorwire {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser(
         "serve", help="serve a service over HTTP and gRPC",
         description="Every option is also an env var (TENSORWIRE_<NAME>) and a key of the "
-                    "--config TOML file; precedence: defaults < file < env < flags.")
+                    "--config TOML file; precedence: defaults < @service options < file < "
+                    "env < flags.")
     serve.add_argument("--config", default=None, metavar="FILE",
                        help="TOML config file (env TENSORWIRE_CONFIG)")
     add_flags(serve)
 
     proto = sub.add_parser("proto", help="print the service's .proto")
-    proto.add_argument("target", help="MODULE:Class or path/to/file.py:Class")
+    proto.add_argument("target", nargs="?", help="MODULE:Class or path/to/file.py:Class")
     proto.add_argument("--types", action="store_true",
-                       help="print tensorwire/v1/types.proto instead")
+                       help="print tensorwire/v1/types.proto instead (no target needed)")
     proto.add_argument("--against", metavar="DIR", default=None,
                        help="keep the field numbers of the contract published in DIR")
     contract = proto.add_mutually_exclusive_group()
@@ -58,52 +74,112 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return load_settings(flag_values(args), config_file=args.config)
 
 
+def _error(message: str) -> None:
+    print(f"tensorwire: error: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings: Settings | None = None
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "proto" and args.types:
+        sys.stdout.write(v1.proto_source())
+        return 0
+    if args.target is None:
+        _error(f"name the service: tensorwire {args.command} MODULE:Class"
+               + (" (or --types for tensorwire/v1/types.proto)"
+                  if args.command == "proto" else ""))
+        return EXIT_USAGE
     try:
-        if args.command == "proto" and args.types:
-            sys.stdout.write(v1.proto_source())
-            return 0
-        target = getattr(args, "target", None)
-        if args.command == "serve":
-            settings = settings_from_args(args)
-            target = settings.service
-            if not target:
-                raise LoadError("name the service: tensorwire serve MODULE:Class (or set "
-                                "TENSORWIRE_SERVICE)")
-        spec = load_service(target)
-    except (ConfigError, LoadError) as exc:
-        print(f"tensorwire: error: {exc}", file=sys.stderr)
+        spec = load_service(args.target)
+    except ImportFailure as exc:
+        _error(failure_report(exc))
+        return EXIT_FAILED
+    except LoadError as exc:
+        _error(str(exc))
         return EXIT_USAGE
     except TypeError as exc:  # the service's contract is invalid
-        print(f"tensorwire: error: invalid service: {exc}", file=sys.stderr)
+        _error(f"invalid service: {exc}")
         return EXIT_USAGE
-
     if args.command == "proto":
         return proto_command(spec, against=args.against, check_dir=args.check, out=args.out)
-    if args.command == "openapi":
-        sys.stdout.write(json.dumps(openapi(spec), indent=2) + "\n")
-        return 0
+    sys.stdout.write(json.dumps(openapi(spec), indent=2) + "\n")
+    return 0
 
-    assert settings is not None
+
+def _serve(args: argparse.Namespace) -> int:
+    """Load, layer the service's own options under the operator's settings, serve."""
+    flags = flag_values(args)
+    try:
+        explicit = explicit_values(flags, config_file=args.config)
+        operator = load_settings(flags, config_file=args.config)
+        if not operator.service:
+            raise LoadError("name the service: tensorwire serve MODULE:Class (or set "
+                            "TENSORWIRE_SERVICE)")
+    except (ConfigError, LoadError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    logs.configure(operator.log_level, operator.log_format)
+    if not (operator.http or operator.grpc):
+        _error("--no-http and --no-grpc leave nothing to serve")
+        return EXIT_USAGE
+    if operator.reload:
+        return _reload(operator, set(explicit))
+    try:
+        spec = load_service(operator.service)
+        options = read_service_options(spec.config, spec.cls.__qualname__)
+        settings = load_settings(flags, config_file=args.config, service=options.settings)
+    except ImportFailure as exc:
+        log.error("%s", failure_report(exc))
+        return EXIT_FAILED
+    except (ConfigError, LoadError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except TypeError as exc:  # the service's contract is invalid
+        _error(f"invalid service: {exc}")
+        return EXIT_USAGE
+    for path, why in options.ignored:
+        log.warning("@service option %s is ignored: %s", path, why)
     problem = lock_problem(spec, settings.proto_lock) if settings.grpc else None
     if problem is not None:  # before any worker starts: one clear line, exit 2
-        print(f"tensorwire: error: {problem}", file=sys.stderr)
+        _error(problem)
         return EXIT_USAGE
-    if not (settings.http or settings.grpc):
-        print("tensorwire: error: --no-http and --no-grpc leave nothing to serve",
-              file=sys.stderr)
+    try:
+        tracing.require(settings)
+    except tracing.TracingUnavailable as exc:
+        _error(str(exc))
         return EXIT_USAGE
-    logs.configure(settings.log_level, settings.log_format)
     if settings.workers > 1:
         return Supervisor(settings).run()
     try:
         asyncio.run(serve_forever(spec, settings))
-    except OSError as exc:
-        print(f"tensorwire: error: {exc}", file=sys.stderr)
-        return 1
+    except tracing.TracingUnavailable as exc:  # e.g. OTEL_TRACES_EXPORTER names no exporter
+        _error(str(exc))
+        return EXIT_USAGE
+    except BindError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    except InitFailure as exc:
+        log.error("%s", failure_report(exc))
+        return EXIT_FAILED
     return 0
+
+
+def _reload(operator: Settings, explicit: set[str]) -> int:
+    """`--reload`: one worker process, restarted on every change to the service's folder.
+
+    The service is not imported here: the worker imports it (and applies its @service
+    options) afresh on each start, so a mistake being fixed only costs a restart.
+    """
+    if operator.workers > 1:
+        _error("--reload runs one worker (it is for development); drop --workers")
+        return EXIT_USAGE
+    try:
+        folder = source_dir(operator.service)
+    except LoadError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    return Reloader(dataclasses.replace(operator, workers=1), explicit, folder).run()
 
 
 if __name__ == "__main__":  # pragma: no cover

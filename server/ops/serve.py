@@ -36,6 +36,14 @@ log = logging.getLogger("tensorwire.serve")
 CLOSE_TIMEOUT = 1.0
 
 
+class BindError(OSError):
+    """A port could not be listened on (in use, not permitted, no such address).
+
+    Its own class so that start-up reports it as such, and never mistakes another
+    OSError (a model's missing weights file in `__init__`) for a port problem.
+    """
+
+
 @dataclass
 class Bound:
     """Where a running server listens (ports resolved when 0 was asked for)."""
@@ -74,12 +82,21 @@ class Server:
             site = web.TCPSite(self._runner, s.host, s.http_port,
                                reuse_port=True if shared else None,
                                ssl_context=http_context(s))
-            await site.start()
+            try:
+                await site.start()
+            except OSError as exc:
+                raise BindError(f"cannot listen for HTTP on {s.host}:"
+                                f"{s.http_port}: {exc.strerror or exc}") from exc
             sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
         if s.grpc:
             self._grpc = GrpcServer(self.runtime, s, interceptors(s))
-            self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port, grpc_credentials(s))
+            try:
+                self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port,
+                                                       grpc_credentials(s))
+            except (OSError, RuntimeError) as exc:  # grpcio raises RuntimeError for it
+                raise BindError(f"cannot listen for gRPC on {s.host}:{s.grpc_port}: "
+                                f"{exc}") from exc
             await self._grpc.start()
             await self._grpc.set_serving(True)
         return self.bound
@@ -122,7 +139,8 @@ def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
     if bound.grpc_port:
         where.append(f"gRPC on {settings.host}:{bound.grpc_port}" + (" (TLS)" if settings.tls
                                                                      else ""))
-    log.warning("tensorwire serving %s: %s", spec.name, "; ".join(where))
+    # INFO, the default level: the normal start-up line must not read as trouble.
+    log.info("tensorwire serving %s: %s", spec.name, "; ".join(where))
 
 
 def settle_heap() -> None:
@@ -146,6 +164,6 @@ async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool
     if announce:
         log_bound(spec, settings, bound)
     await server.wait()
-    log.warning("tensorwire: shutting down %s (grace %gs)", spec.name,
+    log.info("tensorwire: shutting down %s (grace %gs)", spec.name,
                 settings.graceful_timeout)
     await server.stop()

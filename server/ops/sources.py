@@ -1,4 +1,5 @@
-"""Where settings come from: defaults < TOML config file < `TENSORWIRE_*` env < flags.
+"""Where settings come from: defaults < the service's @service options < TOML config file
+< `TENSORWIRE_*` env < flags.
 
 Every documented field of `Settings` is one setting with one name in each source:
 `max_request_size` is the TOML key, `TENSORWIRE_MAX_REQUEST_SIZE` the env var and
@@ -48,6 +49,8 @@ class Option:
     positional: bool = False
     secret: bool = False
     metavar: str | None = None
+    #: Other flag names (`--port` for `--http-port`, as uvicorn and BentoML call it).
+    aliases: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
@@ -82,7 +85,7 @@ def options() -> list[Option]:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         out.append(Option(f.name, kind, default, meta["help"], meta.get("choices"),
                           meta.get("positional", False), meta.get("secret", False),
-                          meta.get("metavar")))
+                          meta.get("metavar"), tuple(meta.get("aliases", ()))))
     return out
 
 
@@ -172,13 +175,12 @@ def read_env(env: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def load_settings(flags: Mapping[str, Any] | None = None,
-                  env: Mapping[str, str] | None = None,
-                  config_file: str | Path | None = None) -> Settings:
-    """Layer the sources (defaults < file < env < flags) into validated Settings.
+def explicit_values(flags: Mapping[str, Any] | None = None,
+                    env: Mapping[str, str] | None = None,
+                    config_file: str | Path | None = None) -> dict[str, Any]:
+    """The settings the operator gave (config file < env < flags), parsed, unvalidated.
 
-    `flags` holds already-parsed values; None means "not given". The config file is
-    `config_file`, else `$TENSORWIRE_CONFIG`, else none.
+    Their names tell which settings a service's `@service(...)` options may still set.
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
@@ -187,9 +189,24 @@ def load_settings(flags: Mapping[str, Any] | None = None,
         values.update(read_config_file(path))
     values.update(read_env(env))
     values.update({k: v for k, v in (flags or {}).items() if v is not None})
-    settings = Settings(**values)
+    return values
+
+
+def load_settings(flags: Mapping[str, Any] | None = None,
+                  env: Mapping[str, str] | None = None,
+                  config_file: str | Path | None = None,
+                  service: Mapping[str, Any] | None = None) -> Settings:
+    """Layer the sources (defaults < @service options < file < env < flags) into
+    validated Settings.
+
+    `flags` holds already-parsed values; None means "not given". The config file is
+    `config_file`, else `$TENSORWIRE_CONFIG`, else none. `service`: the settings the
+    service's own `@service(...)` options ask for (`read_service_options`): the code's
+    defaults, which any explicit setting of the operator overrides.
+    """
+    values = {**(service or {}), **explicit_values(flags, env, config_file)}
     try:
-        return settings.validate()
+        return Settings(**values).validate()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -208,7 +225,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(opt.flag, action=argparse.BooleanOptionalAction,
                                 default=None, help=helptext)
             continue
-        parser.add_argument(opt.flag, dest=opt.name, default=None, choices=opt.choices,
+        parser.add_argument(opt.flag, *opt.aliases, dest=opt.name, default=None,
+                            choices=opt.choices,
                             type=_flag_type(opt), help=helptext,
                             metavar=None if opt.choices else (opt.metavar or opt.kind.upper()))
 
@@ -246,6 +264,7 @@ def settings_table() -> str:
     for opt in options():
         flag = "`TARGET` (positional)" if opt.positional else (
             f"`{opt.flag}` / `--no-{opt.flag[2:]}`" if opt.kind == "bool" else f"`{opt.flag}`")
+        flag += "".join(f" (`{alias}`)" for alias in opt.aliases)
         meaning = opt.help.replace("|", "\\|")
         if opt.choices:
             meaning += f" ({' / '.join(opt.choices)})"

@@ -81,6 +81,28 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def start_worker(settings: Settings, env: dict[str, str],
+                 explicit: set[str] | None = None) -> subprocess.Popen:
+    """`python -m tensorwire.ops.worker`, handed its settings as one JSON line on stdin.
+
+    `explicit`: the names of the settings the operator gave; when given, the worker
+    layers the service's `@service(...)` options under them itself, after it imported
+    the service (`--reload`, whose parent never imports it).
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "tensorwire.ops.worker"],
+                            stdin=subprocess.PIPE, env=env)
+    config: dict[str, object] = {"settings": dataclasses.asdict(settings)}
+    if explicit is not None:
+        config["explicit"] = sorted(explicit)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(config, default=str).encode() + b"\n")
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass  # it died at once; the caller sees its exit code
+    return proc
+
+
 @dataclasses.dataclass
 class Slot:
     """One worker position; its process is replaced when it dies."""
@@ -127,7 +149,7 @@ class Supervisor:
                 self._spawn(slot)
             where = [f"HTTP port {s.http_port}" if s.http else "",
                      f"gRPC port {s.grpc_port}" if s.grpc else ""]
-            log.warning("tensorwire supervising %d workers of %s on %s: %s", len(self.slots),
+            log.info("tensorwire supervising %d workers of %s on %s: %s", len(self.slots),
                         s.service, s.host, ", ".join(w for w in where if w))
             while not self._stopping:
                 self._wake.wait(POLL)
@@ -164,15 +186,7 @@ class Supervisor:
         env = {**os.environ, "TENSORWIRE_WORKER_ID": str(slot.index)}
         if self._metrics_dir:
             env[MULTIPROC_ENV] = self._metrics_dir
-        proc = subprocess.Popen([sys.executable, "-m", "tensorwire.ops.worker"],
-                                stdin=subprocess.PIPE, env=env)
-        config = {"settings": dataclasses.asdict(self.settings)}
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(json.dumps(config, default=str).encode() + b"\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died at once; _check reports it
+        proc = start_worker(self.settings, env)
         slot.proc = proc
         slot.started = time.monotonic()
         slot.restart_at = None
@@ -218,7 +232,7 @@ class Supervisor:
     def _shutdown(self) -> int:
         live = [slot.proc for slot in self.slots if slot.proc is not None]
         if not self._gave_up:
-            log.warning("tensorwire: stopping %d workers (grace %.0fs)", len(live),
+            log.info("tensorwire: stopping %d workers (grace %.0fs)", len(live),
                         self.settings.graceful_timeout)
         for proc in live:
             with contextlib.suppress(ProcessLookupError):

@@ -1,7 +1,10 @@
 """`python -m tensorwire.ops.worker`: one worker process of `tensorwire serve --workers N`.
 
-Started by the supervisor (`tensorwire.ops.supervisor`), which writes one JSON line on stdin:
-`{"settings": {...}}`. The worker loads the service once, serves until SIGTERM/SIGINT or
+Started by the supervisor (`tensorwire.ops.supervisor`) or the reloader
+(`tensorwire.ops.reload`), which write one JSON line on stdin: `{"settings": {...}}`,
+plus `"explicit": [names]` when the worker itself is to layer the service's
+`@service(...)` options under the settings so named (the reloader's parent never imports
+the service). The worker loads the service once, serves until SIGTERM/SIGINT or
 until its stdin closes (the supervisor is gone), drains, and exits 0. It exits with
 code 3 when it cannot start (the service does not load, a port does not bind), so the
 supervisor can tell a crash loop at start-up from a crash later on.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -18,10 +22,12 @@ import signal
 import sys
 import threading
 
+from ..contract.options import read_service_options
+from ..runtime.service import InitFailure
 from ..settings import Settings
 from ..telemetry import logs
-from .loader import LoadError, load_service
-from .serve import Server, settle_heap
+from .loader import ImportFailure, LoadError, failure_report, load_service
+from .serve import BindError, Server, settle_heap
 from .supervisor import EXIT_STARTUP
 
 log = logging.getLogger("tensorwire.worker")
@@ -42,19 +48,45 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, server: Server) -> None:
     threading.Thread(target=wait_eof, name="tensorwire-stdin", daemon=True).start()
 
 
-async def _serve(settings: Settings) -> int:
+def _with_service_options(settings: Settings, spec, explicit: set[str]) -> Settings:
+    """The service's @service options under the operator's explicit settings (one
+    warning per ignored option). Never the worker count: this is the only worker."""
+    options = read_service_options(spec.config, spec.cls.__qualname__)
+    for path, why in options.ignored:
+        log.warning("@service option %s is ignored: %s", path, why)
+    values = {k: v for k, v in options.settings.items()
+              if k not in explicit and k not in ("workers", "reload")}
+    return dataclasses.replace(settings, **values).validate()
+
+
+async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
     try:
         spec = load_service(settings.service)
-    except (LoadError, TypeError) as exc:
+        if explicit is not None:
+            settings = _with_service_options(settings, spec, explicit)
+    except ImportFailure as exc:
+        log.error("%s", failure_report(exc))
+        return EXIT_STARTUP
+    except (LoadError, TypeError, ValueError) as exc:
         log.error("worker cannot load %s: %s", settings.service, exc)
         return EXIT_STARTUP
-    server = Server(spec, settings)
+    try:
+        server = Server(spec, settings)
+    except Exception as exc:  # e.g. tracing asked for without the otel extra
+        log.error("worker cannot serve %s: %s", settings.service, exc)
+        return EXIT_STARTUP
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
     _watch_stdin(loop, server)
     try:
         await server.start()
+    except InitFailure as exc:  # the traceback of the user's __init__, under its phase
+        log.error("%s", failure_report(exc))
+        return EXIT_STARTUP
+    except BindError as exc:
+        log.error("worker failed to start: %s", exc)
+        return EXIT_STARTUP
     except Exception:
         log.exception("worker failed to start")
         return EXIT_STARTUP
@@ -69,13 +101,15 @@ async def _serve(settings: Settings) -> int:
 def main() -> int:
     line = sys.stdin.buffer.readline()
     try:
-        settings = Settings(**json.loads(line)["settings"])
+        config = json.loads(line)
+        settings = Settings(**config["settings"])
+        explicit = set(config["explicit"]) if "explicit" in config else None
     except (ValueError, KeyError, TypeError) as exc:
         print(f"tensorwire.worker: expected a settings line on stdin: {exc}",
               file=sys.stderr)
         return EXIT_STARTUP
     logs.configure(settings.log_level, settings.log_format)
-    return asyncio.run(_serve(settings))
+    return asyncio.run(_serve(settings, explicit))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from ..context import RequestInfo
 from ..errors import Overloaded, ServiceUnavailable
@@ -62,6 +63,25 @@ class Admission:
         self._access = settings.access_log
         self._series: dict[tuple[str, str], object] = {}
         self._flush_due = False
+        #: (protocol, api) -> (method, path) for access lines, declared once per endpoint
+        #: (`describe`) so that no request pays for them.
+        self.routes: dict[tuple[str, str], tuple[str, str]] = {}
+        #: The current trace id, set by the runtime while tracing is on.
+        self.trace_id: Callable[[], str | None] | None = None
+
+    def describe(self, protocol: str, api: str, method: str, path: str) -> None:
+        """Say how an endpoint's access lines name it: the HTTP verb and path, or the
+        gRPC method and rpc path. Called once when the endpoint is built."""
+        self.routes[(protocol, api)] = (method, path)
+
+    def _log(self, protocol: str, api: str, status: str, seconds: float,
+             request: RequestInfo, received: int, sent: int) -> None:
+        """Write the access line (only called with the access log on: the peer and the
+        request id are resolved here, never for a request that is not logged)."""
+        method, path = self.routes.get((protocol, api), ("-", api))
+        trace_id = self.trace_id() if self.trace_id is not None else None
+        logs.access(logs.client_address(request.peer), protocol, method, path, api, status,
+                    seconds, request.id, received, sent, trace_id)
 
     def _series_of(self, protocol: str, api: str):
         if not self._metrics:
@@ -97,7 +117,7 @@ class Admission:
             series.answered(status, 0.0, 0, 0)
             self._schedule_flush()
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
-            logs.access(protocol, api, status, 0.0, request.id, 0, 0)
+            self._log(protocol, api, status, 0.0, request, 0, 0)
 
     def _release(self, ticket: Ticket, status: str, received: int, sent: int) -> None:
         self.in_flight -= 1
@@ -109,8 +129,8 @@ class Admission:
             if not self._flush_due:
                 self._schedule_flush()
         if self._access and logs.ACCESS.isEnabledFor(_INFO):
-            logs.access(ticket.protocol, ticket.api, status, seconds, ticket.request.id,
-                        received, sent)
+            self._log(ticket.protocol, ticket.api, status, seconds, ticket.request, received,
+                      sent)
         if self.in_flight == 0 and self._idle is not None:
             self._idle.set()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import math
 import time
@@ -79,6 +80,8 @@ class _Pending:
     items: int
     future: asyncio.Future[Any]
     arrival: float = field(default_factory=time.monotonic)
+    #: What its trace needs (Tracing.enqueued), when tracing is on.
+    trace: Any = None
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Batcher:
         *,
         max_queue_items: int | None = None,
         observe: Callable[[int, list[float]], None] | None = None,
+        tracing: Any = None,
     ) -> None:
         self.api = api
         self.invoke = invoke
@@ -116,6 +120,8 @@ class Batcher:
         self.model = LatencyModel()
         self.stats = BatchStats()
         self._observe = observe
+        #: tensorwire.telemetry.tracing.Tracing, or None when tracing is off.
+        self.tracing = tracing
         self._queue: collections.deque[_Pending] = collections.deque()
         self._queued_items = 0
         self._wake = asyncio.Event()
@@ -158,6 +164,8 @@ class Batcher:
                              headers={"Retry-After": "1"})
         loop = asyncio.get_running_loop()
         pending = _Pending(values, self._key(values), items, loop.create_future())
+        if self.tracing is not None:
+            pending.trace = self.tracing.enqueued()
         self._queue.append(pending)
         self._queued_items += items
         self._ensure_running()
@@ -178,7 +186,10 @@ class Batcher:
     # ------------------------------------------------------------------ dispatch
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+            # A context of its own: the dispatcher serves every request, so it must not
+            # inherit the one (and the trace) of the request that happened to start it.
+            self._task = asyncio.get_running_loop().create_task(
+                self._loop(), context=contextvars.Context())
 
     async def close(self) -> None:
         if self._task is not None:
@@ -227,6 +238,8 @@ class Batcher:
 
     async def _run(self, batch: list[_Pending]) -> None:
         start = time.monotonic()
+        started_ns = time.time_ns() if self.tracing is not None else 0
+        failure: BaseException | None = None
         sizes = [p.items for p in batch]
         total = sum(sizes)
         inputs = dict(batch[0].values)
@@ -241,6 +254,7 @@ class Batcher:
                                     f"of {total}")
             pieces = self.out_batch.split(output, sizes, self.out_dim)
         except Exception as exc:
+            failure = exc
             err = exc if isinstance(exc, TensorwireError) else InternalError()
             if not isinstance(exc, TensorwireError):
                 logging.getLogger("tensorwire.batching").error(
@@ -260,3 +274,9 @@ class Batcher:
             self.stats.queue_waits.extend(waits)
             if self._observe is not None:
                 self._observe(total, waits)
+            if self.tracing is not None:
+                ended_ns = time.time_ns()
+                for p in batch:
+                    if p.trace is not None:
+                        self.tracing.batched(p.trace, started_ns, ended_ns, total, len(batch),
+                                             failure)

@@ -27,6 +27,7 @@ from ..contract.descriptor import APISpec, ServiceSpec
 from ..errors import DeadlineExceeded, ServiceUnavailable
 from ..settings import Settings
 from ..telemetry import metrics
+from ..telemetry.tracing import Tracing
 from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
@@ -34,6 +35,22 @@ from .deadlines import Deadlines, Expired
 
 log = logging.getLogger("tensorwire.runtime")
 _DONE = object()
+
+
+class InitFailure(Exception):
+    """The service class's `__init__` raised (a missing weights file, a bad config...).
+
+    Raised by `ServiceRuntime.start` with the user's exception as `__cause__`, so that
+    start-up can show its full traceback under one line naming the service and the
+    phase, instead of mistaking, say, a FileNotFoundError for a port that did not bind.
+    """
+
+    phase = "__init__"
+
+    def __init__(self, service: str, cls: type, cause: BaseException) -> None:
+        self.service = service
+        super().__init__(f"service {service} failed in {cls.__qualname__}.__init__: "
+                         f"{type(cause).__name__}: {cause}")
 
 
 class ServiceRuntime:
@@ -54,11 +71,18 @@ class ServiceRuntime:
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
         self._deadlines = Deadlines()
+        #: OpenTelemetry spans of requests; None (and nothing imported) when off.
+        self.tracing = Tracing.from_settings(self.settings, spec.name, self.admission.routes)
+        if self.tracing is not None:
+            self.admission.trace_id = self.tracing.trace_id
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
         loop = asyncio.get_running_loop()
-        self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+        try:
+            self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+        except Exception as exc:
+            raise InitFailure(self.spec.name, self.spec.cls, exc) from exc
         for api in self.spec.apis.values():
             self._methods[api.name] = api.bind(self.instance)
             self._callers[api.name] = _argument_layout(api)
@@ -86,7 +110,7 @@ class ServiceRuntime:
             observe = metrics.batch_observer(api.name)
         return Batcher(api, invoke, to_host,
                        max_queue_items=self.settings.batch_queue_items or None,
-                       observe=observe)  # type: ignore[arg-type]
+                       observe=observe, tracing=self.tracing)  # type: ignore[arg-type]
 
     def batcher(self, name: str) -> Any:
         """The dispatcher of a batchable API (tests and metrics inspect it)."""
@@ -147,6 +171,8 @@ class ServiceRuntime:
             work = method(*args, **kw)
         else:
             work = self._call(api, kwargs, ctx)
+        if self.tracing is not None and not api.batchable:  # a batch traces its own call
+            work = self.tracing.model_call(work)
         if limit is None:
             return await work
         try:
@@ -163,7 +189,10 @@ class ServiceRuntime:
         if api.is_async:
             result = await method(*args, **kw)
         else:
-            future = self.executor.submit(functools.partial(method, *args, **kw))
+            call = functools.partial(method, *args, **kw)
+            if self.tracing is not None:  # the method's own spans nest under the request
+                call = self.tracing.in_context(call)
+            future = self.executor.submit(call)
             try:
                 result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:

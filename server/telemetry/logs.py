@@ -1,10 +1,25 @@
 """Logging set-up: `--log-level`, `--log-format text|json`, and the access log line.
 
-The access log (logger `tensorwire.access`, level INFO) has one line per API request with
-its protocol, API, status, duration, request id and sizes. In JSON format those are
-top-level keys of the line; in text format they are the message. Nothing is formatted
-unless the logger is enabled for INFO, so a quiet server pays one level check per
-request. Request headers (and so `Authorization`) are never logged.
+The access log (logger `tensorwire.access`, level INFO, on with `--access-log`) has one
+line per API request, the same fields on both protocols (`ACCESS_FIELDS`):
+
+    client    the peer address (HTTP: host; gRPC: host:port)
+    protocol  http or grpc
+    method    the HTTP verb, or the gRPC method name (Summarize)
+    path      the HTTP path, or the full rpc (/quickstart.Quickstart/Summarize)
+    api       the tensorwire API name
+    status    the HTTP status code, or the gRPC status name (OK, INVALID_ARGUMENT, ...)
+    bytes_in  request body / message bytes; bytes_out the answer's (streams: all chunks)
+    duration_ms  from admission to the last byte
+    request_id   X-Request-ID if the client sent one, else a new random id
+    trace_id     the OpenTelemetry trace id, when tracing is on
+
+In JSON format those are top-level keys of the line (beside `ts`, `level`, `logger`,
+`pid`, `msg`); in text format the message is
+`CLIENT PROTOCOL METHOD PATH STATUS DURATIONms in=N out=N id=ID [trace=ID]` after the
+time. Nothing is formatted unless the logger is enabled for INFO, so a quiet server
+pays one level check per request. Request headers (and so `Authorization`) are never
+logged.
 """
 
 from __future__ import annotations
@@ -13,12 +28,17 @@ import logging
 import sys
 import time
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 
 ACCESS = logging.getLogger("tensorwire.access")
 _NAME = ACCESS.name
-_LINE = "%s %s %s %.2fms id=%s in=%d out=%d"
+_LINE = "%s %s %s %s %s %.2fms in=%d out=%d id=%s"
+_LINE_TRACED = _LINE + " trace=%s"
+#: The keys of an access line in JSON format, in order (trace_id only when tracing).
+ACCESS_FIELDS = ("client", "protocol", "method", "path", "api", "status", "bytes_in",
+                 "bytes_out", "duration_ms", "request_id", "trace_id")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"
 
 
@@ -79,15 +99,33 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     root.setLevel(level.upper())
 
 
-def access(protocol: str, api: str, status: str, seconds: float, request_id: str,
-           received: int, sent: int) -> None:
+def client_address(peer: str | None) -> str:
+    """The client as a log shows it: `1.2.3.4` (HTTP), `1.2.3.4:5678` (gRPC, whose peer
+    string is `ipv4:1.2.3.4:5678` or `ipv6:%5B::1%5D:5678`); `-` when unknown."""
+    if not peer:
+        return "-"
+    for prefix in ("ipv4:", "ipv6:"):
+        if peer.startswith(prefix):
+            return unquote(peer[len(prefix):])
+    return peer
+
+
+def access(client: str, protocol: str, method: str, path: str, api: str, status: str,
+           seconds: float, request_id: str, received: int, sent: int,
+           trace_id: str | None = None) -> None:
     """The access line of one request (the caller checked `ACCESS.isEnabledFor(INFO)`)."""
     ms = seconds * 1000.0
+    fields = {"client": client, "protocol": protocol, "method": method, "path": path,
+              "api": api, "status": status, "bytes_in": received, "bytes_out": sent,
+              "duration_ms": round(ms, 3), "request_id": request_id}
+    args: tuple[Any, ...] = (client, protocol, method, path, status, ms, received, sent,
+                             request_id)
+    line = _LINE
+    if trace_id is not None:
+        fields["trace_id"] = trace_id
+        args += (trace_id,)
+        line = _LINE_TRACED
     # makeRecord + handle: the same record `ACCESS.info` makes, without its stack walk
     # to find the caller (a third of the cost of a line).
-    ACCESS.handle(ACCESS.makeRecord(
-        _NAME, logging.INFO, __file__, 0, _LINE,
-        (protocol, api, status, ms, request_id, received, sent), None,
-        extra={"fields": {"protocol": protocol, "api": api, "status": status,
-                          "duration_ms": round(ms, 3), "request_id": request_id,
-                          "bytes_in": received, "bytes_out": sent}}))
+    ACCESS.handle(ACCESS.makeRecord(_NAME, logging.INFO, __file__, 0, line, args, None,
+                                    extra={"fields": fields}))

@@ -14,6 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import tensorwire
+import tensorwire.v1
 from examples.quickstart import Quickstart
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.http_calls import post
@@ -128,3 +129,128 @@ def test_import_tensorwire_stays_light():
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines()
                 if "|" in line}
     assert not imported & {"torch", "tensorflow", "pandas", "PIL"}
+
+
+# ------------------------------------------------------------- load errors (issue 20)
+_BAD_INIT = '''
+import tensorwire
+import tensorwire.v1
+
+
+def load_weights(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+@tensorwire.service
+class Model:
+    def __init__(self) -> None:
+        self.weights = load_weights("/nonexistent/tensorwire-weights.bin")
+
+    @tensorwire.api
+    def predict(self, x: int) -> int:
+        return x
+'''
+
+_BAD_IMPORT = '''
+import tensorwire
+import tensorwire.v1
+
+SETTINGS = {"threshold": 0.5}
+THRESHOLD = SETTINGS["treshold"]
+
+
+@tensorwire.service
+class Model:
+    @tensorwire.api
+    def predict(self, x: int) -> int:
+        return x
+'''
+
+
+def _serve_until_exit(target: str, *extra: str, cwd: Path = ROOT
+                      ) -> subprocess.CompletedProcess[str]:
+    return run_cli("serve", target, "--http-port", "0", "--grpc-port", "0", *extra, cwd=cwd)
+
+
+def test_an_exception_in_init_shows_its_traceback_under_the_phase(tmp_path: Path):
+    (tmp_path / "bad_init.py").write_text(_BAD_INIT)
+    out = _serve_until_exit("bad_init:Model", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    header = ("service Model failed in Model.__init__: FileNotFoundError: [Errno 2] No such "
+              "file or directory: '/nonexistent/tensorwire-weights.bin'")
+    assert header in out.stderr
+    trace = out.stderr[out.stderr.index(header):]
+    assert "Traceback (most recent call last):" in trace
+    assert 'bad_init.py", line 14, in __init__' in trace  # the user's own frames
+    assert 'bad_init.py", line 7, in load_weights' in trace
+    assert "cannot listen" not in out.stderr  # not mistaken for a port problem
+
+
+@pytest.mark.parametrize("target", ["bad_import:Model", "bad_import.py:Model"])
+def test_an_exception_while_importing_shows_its_traceback(tmp_path: Path, target: str):
+    (tmp_path / "bad_import.py").write_text(_BAD_IMPORT)
+    for command in (("serve", target, "--http-port", "0", "--grpc-port", "0"),
+                    ("proto", target)):
+        out = run_cli(*command, cwd=tmp_path)
+        assert out.returncode == 1, out.stderr
+        assert f"service {target} failed in import: KeyError: 'treshold'" in out.stderr
+        assert "Traceback (most recent call last):" in out.stderr
+        assert 'bad_import.py", line 6, in <module>' in out.stderr
+
+
+def test_a_missing_dependency_of_the_module_is_an_import_failure(tmp_path: Path):
+    (tmp_path / "needs_dep.py").write_text(
+        "import tensorwire_no_such_dependency\n")
+    out = run_cli("proto", "needs_dep:Model", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "failed in import: ModuleNotFoundError" in out.stderr
+    assert "needs_dep.py\", line 1, in <module>" in out.stderr
+
+
+def test_a_port_in_use_still_gets_its_own_message():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = run_cli("serve", "examples.quickstart:Quickstart", "--http-port", str(port),
+                      "--grpc-port", "0")
+    assert out.returncode == 1
+    assert f"tensorwire: error: cannot listen for HTTP on 127.0.0.1:{port}:" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# --------------------------------------------------------------------- CLI (issue 20)
+def test_version():
+    out = run_cli("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"tensorwire {tensorwire.__version__}"
+
+
+def test_proto_types_needs_no_target():
+    out = run_cli("proto", "--types")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == tensorwire.v1.proto_source()
+    missing = run_cli("proto")
+    assert missing.returncode == 2
+    assert "name the service" in missing.stderr and "--types" in missing.stderr
+
+
+@pytest.mark.slow
+def test_port_alias_and_the_start_up_line_at_info():
+    server = spawn_cli("examples.quickstart:Quickstart", "--port", "0", http=False,
+                       drain_output=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "tensorwire serving" not in server.output():
+            assert server.process is not None and server.process.poll() is None, \
+                server.output()
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    (line,) = [li for li in server.output().splitlines() if "tensorwire serving" in li]
+    assert " INFO tensorwire.serve " in line
+    # --port 0 came after spawn_cli's --http-port: the alias set the same setting
+    assert f"127.0.0.1:{server.http_port}" not in line
+    assert " WARNING " not in server.output()

@@ -112,6 +112,10 @@ def test_a_worker_that_cannot_start_stops_the_server():
     output = server.output()
     assert rc == 1, output
     assert "model file missing" in output  # the worker's own traceback is logged
+    # headed by one line naming the service and the phase, then the user's frames
+    assert ("service Broken failed in Broken.__init__: RuntimeError: model file missing\n"
+            "Traceback (most recent call last):\n") in output
+    assert 'ops_service.py", line' in output.split("Traceback", 1)[1]
     assert "failed to start (exit code 3) 5 times in a row; stopping the server" in output
 
 

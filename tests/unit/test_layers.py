@@ -16,8 +16,8 @@ The layer order (lowest first; a module may import its own layer or any lower on
 
 The client sits beside the server: it may import base and wire, never a server layer.
 A module-level cycle is an error even within one layer. Function-level (deferred)
-imports are allowed only for heavy optional frameworks, imported the first time they
-are used; anything else deferred is an error, so no deferred import can hide a cycle.
+imports are allowed only for heavy frameworks and optional extras, imported the first time
+they are used; anything else deferred is an error, so no deferred import can hide a cycle.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ LAYERS: list[set[str]] = [
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 CLIENT_MAY_USE = LAYERS[0] | LAYERS[1]
 
-#: Heavy or optional frameworks a module may import inside a function, on first use.
-DEFERRABLE = {"torch", "tensorflow", "pandas", "PIL", "ml_dtypes", "numpy"}
+#: Heavy frameworks, and optional extras that must cost nothing while their feature is
+#: off (tracing, reload), which a module may import inside a function, on first use.
+DEFERRABLE = {"torch", "tensorflow", "pandas", "PIL", "ml_dtypes", "numpy",
+              "opentelemetry", "watchfiles"}
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import datetime as dt
 import typing as t
 
 import pytest
-from annotated_types import Timezone
-from pydantic import BaseModel
+from annotated_types import Ge, MaxLen, Timezone
+from pydantic import BaseModel, Field
 
 import tensorwire
 from tensorwire.validators import Shape
@@ -154,3 +154,35 @@ def test_timezone_inside_a_model_is_refused_naming_the_field():
         define(returns)
     with pytest.raises(TypeError, match=r"Svc\.spec\(\), parameter 'at': .*Timezone"):
         define(spec, input_spec=Stamped)
+
+
+DEFAULT_CASES = [
+    ('def method(self, n: int = "five") -> int: ...', "n", "'five'"),
+    ("def method(self, n: t.Annotated[int, Ge(1)] = 0) -> int: ...", "n",
+     "greater than or equal to 1"),
+    ("def method(self, s: t.Annotated[str, MaxLen(2)] = 'long') -> int: ...", "s",
+     "at most 2"),
+    ("def method(self, x: int, tags: list[int] = ['a']) -> int: ...", "tags", "at 0"),
+    ("def method(self, n: int = Field(default='x', description='d')) -> int: ...", "n",
+     "'x'"),
+    ("def method(self, text: str = None, /) -> int: ...", "text", "None"),
+]
+
+
+@pytest.mark.parametrize(("code", "param", "fragment"), DEFAULT_CASES)
+def test_a_default_failing_its_annotation_is_refused_at_definition(code, param, fragment):
+    ns: dict[str, t.Any] = {"t": t, "Ge": Ge, "MaxLen": MaxLen, "Field": Field}
+    exec(code, ns)
+    with pytest.raises(TypeError) as err:
+        define(ns["method"])
+    message = str(err.value)
+    assert message.startswith(f"Svc.method(), parameter {param!r}: the default "), message
+    assert fragment in message
+
+
+def test_good_defaults_and_default_factories_pass():
+    ns: dict[str, t.Any] = {"t": t, "Ge": Ge, "Field": Field}
+    exec("def method(self, n: t.Annotated[int, Ge(1)] = 1, x: float = 2, o: int | None = None,"
+         " f: list[int] = Field(default_factory=lambda: ['not checked'])) -> int: ...", ns)
+    spec = tensorwire.get_service_spec(define(ns["method"]))
+    assert [f.name for f in spec.apis["method"].fields] == ["n", "x", "o", "f"]

@@ -11,7 +11,7 @@ from tensorwire.context import Headers, RequestInfo
 from tensorwire.errors import Overloaded, ServiceUnavailable
 from tensorwire.runtime.admission import Admission
 from tensorwire.settings import Settings
-from tensorwire.telemetry import metrics
+from tensorwire.telemetry import logs, metrics
 
 
 def req(request_id: str) -> RequestInfo:
@@ -77,14 +77,47 @@ async def test_drain_gives_up_after_its_timeout():
 
 def test_access_line_per_request(caplog):
     adm = Admission(Settings(access_log=True))
+    adm.describe("http", "adm_e", "POST", "/adm-e")
+    peer_asked = []
+
+    def peer() -> str:
+        peer_asked.append(1)
+        return "10.1.2.3"
+
+    info = RequestInfo("http", "adm_e", Headers(), peer, "req-42")
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
-        adm.admit("http", "adm_e", req("req-42")).finish(201, 3, 4)
+        adm.admit("http", "adm_e", info).finish(201, 3, 4)
     (record,) = [r for r in caplog.records if r.name == "tensorwire.access"]
     assert record.fields["request_id"] == "req-42"
-    assert (record.fields["protocol"], record.fields["api"], record.fields["status"]) == (
-        "http", "adm_e", "201")
-    assert (record.fields["bytes_in"], record.fields["bytes_out"]) == (3, 4)
-    assert "http adm_e 201" in record.getMessage()
+    assert {k: record.fields[k] for k in ("client", "protocol", "method", "path", "api",
+                                           "status", "bytes_in", "bytes_out")} == {
+        "client": "10.1.2.3", "protocol": "http", "method": "POST", "path": "/adm-e",
+        "api": "adm_e", "status": "201", "bytes_in": 3, "bytes_out": 4}
+    assert "trace_id" not in record.fields  # tracing is off
+    assert list(record.fields) == [f for f in logs.ACCESS_FIELDS if f != "trace_id"]
+    assert record.getMessage().startswith("10.1.2.3 http POST /adm-e 201 ")
+    assert record.getMessage().endswith(" in=3 out=4 id=req-42")
+    assert peer_asked == [1]
+
+
+def test_access_line_of_a_refused_grpc_call_names_the_rpc(caplog):
+    adm = Admission(Settings(access_log=True, max_concurrency=1))
+    adm.describe("grpc", "adm_g", "AdmG", "/pkg.Svc/AdmG")
+    grpc_peer = "ipv6:%5B::1%5D:5678"
+    adm.admit("grpc", "adm_g", RequestInfo("grpc", "adm_g", Headers(), grpc_peer, "a"))
+    with caplog.at_level(logging.INFO, logger="tensorwire.access"), \
+            pytest.raises(Overloaded):
+        adm.admit("grpc", "adm_g", RequestInfo("grpc", "adm_g", Headers(), grpc_peer, "b"))
+    (record,) = [r for r in caplog.records if r.name == "tensorwire.access"]
+    assert record.getMessage().startswith(
+        "[::1]:5678 grpc AdmG /pkg.Svc/AdmG RESOURCE_EXHAUSTED 0.00ms in=0 out=0 id=b")
+
+
+def test_no_access_line_never_resolves_peer_or_id():
+    adm = Admission(Settings(access_log=False))
+    info = RequestInfo("http", "adm_h", Headers(), lambda: pytest.fail("peer read"))
+    adm.admit("http", "adm_h", info).finish(200)
+    assert info._id is None
 
 
 def test_batch_observer_records_size_and_queue_waits():
