@@ -20,6 +20,9 @@ _SCALARS = {
     FDP.TYPE_SFIXED64: "sfixed64", FDP.TYPE_SINT32: "sint32", FDP.TYPE_SINT64: "sint64",
 }
 
+#: File options printed (in this order) when set: what generators for other languages read.
+_FILE_OPTIONS = ("go_package", "java_package", "csharp_namespace")
+
 
 def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) -> str:
     comments = {tuple(loc.path): loc.leading_comments for loc in fp.source_code_info.location}
@@ -31,6 +34,12 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
     out.append("")
     out.append(f"package {fp.package};")
     out.append("")
+    options = [(name, getattr(fp.options, name)) for name in _FILE_OPTIONS
+               if fp.options.HasField(name)]
+    for name, value in options:
+        out.append(f'option {name} = "{value}";')
+    if options:
+        out.append("")
     for dep in fp.dependency:
         out.append(f'import "{dep}";')
     if fp.dependency:
