@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from . import jsonkinds, protokinds
+from . import jsonkinds, protokinds, values
 from .jsonkinds import Body
 from .response import Payload
 
@@ -177,6 +177,9 @@ class FileKind(jsonkinds.JsonKind):
         return file_body(value, self.content_type)
 
     async def from_payload(self, payload: Payload, files: ClientFiles) -> Any:
+        if payload.media_type == "application/json":  # an Optional file output: null
+            data = await payload.read()
+            return values.loads(data) if data else None
         if self.image:
             return open_image(await payload.read())
         return await files.save(payload)

@@ -40,7 +40,7 @@ class FrameKind(jsonkinds.JsonKind):
         return pd.DataFrame(value, columns=self.columns)
 
     def summary(self) -> str:
-        return f"DataFrame ({self.orient})"
+        return "DataFrame"  # the orient is HTTP's business: gRPC has one frame form
 
 
 def _is_frame_schema(schema: dict[str, Any]) -> bool:

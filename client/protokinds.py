@@ -21,10 +21,11 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
+from .. import v1
 from ..errors import InvalidArgument
 from ..wire import wellknown as wkt
 from ..wire.field_error import FieldError, invalid_argument
-from . import values
+from . import jsonkinds, values
 
 Loc = tuple[str | int, ...]
 
@@ -77,6 +78,11 @@ class Element:
     def decode(self, raw: Any, files: Any) -> Any:
         return raw
 
+    def hinted(self, hints: v1.FieldHints) -> Element:
+        """This element as the field's tensorwire options describe it (a Tensor's
+        dtype and shape); by default options change nothing."""
+        return self
+
     def summary(self) -> str:
         return "value"
 
@@ -105,6 +111,8 @@ _TYPE_NAMES = {
     FieldDescriptor.TYPE_INT32: "int32", FieldDescriptor.TYPE_UINT64: "uint64",
     FieldDescriptor.TYPE_UINT32: "uint32",
 }
+#: What `list_apis()` calls a scalar: Python's names, as the HTTP transport does.
+_PY_NAMES = {int: "int", float: "float", str: "str", bytes: "bytes", bool: "bool"}
 
 
 @functools.cache
@@ -142,7 +150,33 @@ class Scalar(Element):
         return value
 
     def summary(self) -> str:
-        return _TYPE_NAMES.get(self.proto_type, "scalar")
+        return _PY_NAMES.get(self.py_type, "any")
+
+
+class JsonText(Scalar):
+    """A string field holding one JSON text (`(tensorwire.v1.json_schema)`): `Any`,
+    untyped dicts, nested lists. Written and read by the same JSON code as the HTTP
+    transport, so a value comes back the same on both protocols (64 stays an int)."""
+
+    def __init__(self, schema_text: str) -> None:
+        super().__init__(FieldDescriptor.TYPE_STRING)
+        try:
+            schema = values.loads(schema_text)
+        except ValueError:
+            schema = {}
+        self.schema = schema if isinstance(schema, dict) else {}
+
+    def encode(self, value: Any, loc: Loc) -> Any:
+        try:
+            return values.dumps(value).decode()
+        except TypeError as exc:
+            raise _invalid(loc, str(exc), "json_type") from None
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return values.loads(raw) if raw else None
+
+    def summary(self) -> str:
+        return jsonkinds.summarize(self.schema)
 
 
 def _file_bytes(value: Any, loc: Loc) -> Any:
@@ -369,6 +403,8 @@ class Model(Message):
         return {name: kind.read(raw, name, files) for name, kind in self.fields}
 
     def summary(self) -> str:
+        if self.union is not None:  # a discriminated union: its variants, as HTTP says
+            return " | ".join(kind.element.summary() for _, kind in self.fields)
         return self.name
 
 
@@ -454,9 +490,9 @@ class FieldKind:
 
     def summary(self) -> str:
         if self.key is not None:
-            return f"map<{self.key.summary()}, {self.element.summary()}>"
+            return f"dict[{self.key.summary()}, {self.element.summary()}]"
         if self.repeated:
-            return f"repeated {self.element.summary()}"
+            return f"list[{self.element.summary()}]"
         return self.element.summary()
 
 
@@ -486,11 +522,19 @@ def _is_repeated(fd: FieldDescriptor) -> bool:
     return fd.label == FieldDescriptor.LABEL_REPEATED
 
 
-def element_of(fd: FieldDescriptor) -> Element:
+def element_of(fd: FieldDescriptor, options_of: FieldDescriptor | None = None) -> Element:
+    """The element of a field; `options_of` is the field whose tensorwire options apply
+    (a map field's, for the value of its entries)."""
+    holder = options_of or fd
+    hints = v1.field_hints(holder.GetOptions()) if holder.has_options else None
     if fd.type == FieldDescriptor.TYPE_ENUM:
         return Enum(fd.enum_type)
     if fd.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
-        return message_element(fd.message_type)
+        element = message_element(fd.message_type)
+        return element.hinted(hints) if hints is not None else element
+    if hints is not None and hints.json_schema is not None \
+            and fd.type == FieldDescriptor.TYPE_STRING:
+        return JsonText(hints.json_schema)
     return Scalar(fd.type)
 
 
@@ -506,5 +550,6 @@ def field_kind(fd: FieldDescriptor) -> FieldKind:
     if repeated and fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         entry = fd.message_type
         key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
-        return FieldKind(fd, element_of(value_fd), repeated=True, key=element_of(key_fd))
+        return FieldKind(fd, element_of(value_fd, options_of=fd), repeated=True,
+                         key=element_of(key_fd))
     return FieldKind(fd, element_of(fd), repeated=repeated)

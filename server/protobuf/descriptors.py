@@ -202,6 +202,7 @@ class _Sink:
             fd.label = FDP.LABEL_REPEATED
             fd.type = FDP.TYPE_MESSAGE
             fd.type_name = f".{self.builder.package}.{msg.proto.name}.{entry.name}"
+            options = ptype.map_value.options if ptype.map_value is not None else b""
         else:
             _set_type(fd, ptype)
             fd.label = FDP.LABEL_REPEATED if ptype.repeated else FDP.LABEL_OPTIONAL
@@ -209,6 +210,9 @@ class _Sink:
                 fd.proto3_optional = True
                 fd.oneof_index = len(msg.proto.oneof_decl)
                 msg.proto.oneof_decl.add(name=f"_{name}")
+            options = ptype.options
+        if options:
+            fd.options.MergeFromString(options)
         if doc:
             self.builder._comments[(_MESSAGE, msg.index, _FIELD, index)] = doc
 

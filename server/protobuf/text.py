@@ -10,7 +10,7 @@ from __future__ import annotations
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
-from ..v1 import ROOT_INPUT, is_root_input
+from ..v1 import ROOT_INPUT, field_options_text, is_root_input
 
 _SCALARS = {
     FDP.TYPE_DOUBLE: "double", FDP.TYPE_FLOAT: "float", FDP.TYPE_INT64: "int64",
@@ -104,7 +104,9 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
                 decl = f"optional {field_type(f, msg)}"
             else:
                 decl = field_type(f, msg)
-            out.append(f"{indent}{decl} {f.name} = {f.number};")
+            options = field_options_text(f.options) if f.HasField("options") else []
+            suffix = f" [{', '.join(options)}]" if options else ""
+            out.append(f"{indent}{decl} {f.name} = {f.number}{suffix};")
         if open_oneof is not None:
             out.append("  }")
         out.append("}")

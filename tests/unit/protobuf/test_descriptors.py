@@ -109,9 +109,14 @@ def test_well_known_and_fallback_types():
     assert f["when"].type_name == ".google.protobuf.Timestamp"
     assert f["span"].type_name == ".google.protobuf.Duration"
     assert f["day"].type == FDP.TYPE_STRING  # its JSON form
-    assert f["grid"].type_name == ".google.protobuf.Value"  # nested lists
-    assert f["anything"].type_name == ".google.protobuf.Value"
-    assert f["blob"].type_name == ".google.protobuf.Struct"
+    # nested lists, Any and untyped dicts: a string of JSON text, marked by an option
+    # that holds the value's JSON Schema (google.protobuf.Value would turn 1 into 1.0)
+    for name, schema in (("grid", '{"items":{"items":{"type":"integer"},"type":"array"},'
+                                  '"type":"array"}'),
+                         ("anything", "{}"),
+                         ("blob", '{"additionalProperties":true,"type":"object"}')):
+        assert f[name].type == FDP.TYPE_STRING and f[name].proto3_optional, name
+        assert tensorwire.v1.field_hints(f[name].options).json_schema == schema, name
     assert f["by_key"].type_name.endswith("Everything.ByKeyEntry")
 
 
