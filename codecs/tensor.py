@@ -210,6 +210,8 @@ class TensorCodec(Codec):
             schema["dtype"] = spec.dtype.name
         if spec.shape is not None:
             schema["shape"] = list(spec.shape.dims)
+        # A Field(examples=...) of the parameter replaces this one.
+        schema["examples"] = [_example(spec)]
         return schema
 
     # ----------------------------------------------------------------- device transfer
@@ -310,6 +312,24 @@ class TensorBatching:
 
 
 _NONFINITE = {"enum": ["NaN", "Infinity", "-Infinity"]}
+
+
+def _example(spec: TensorSpec) -> Any:
+    """Zeros of the declared shape (a free size as 1; no Shape: one element) and dtype.
+
+    Without it, Swagger UI made its example from the element schema, whose `anyOf` of a
+    number and the non-finite names gave `[[0, "NaN", 0, "NaN"]]`, which the server
+    then refused for a float tensor.
+    """
+    kind = spec.dtype.kind if spec.dtype is not None else "float"
+    zero: Any = {"float": 0.0, "complex": [0.0, 0.0], "bool": False}.get(kind, 0)
+    if spec.dtype is not None and spec.dtype.json_type == "string":
+        zero = ""
+    dims = spec.shape.dims if spec.shape is not None else (1,)
+    value: Any = zero
+    for dim in reversed(dims):
+        value = [value] * (1 if dim == -1 else dim)
+    return value
 
 
 def _element_schema(spec: DTypeSpec | None) -> dict[str, Any]:

@@ -238,9 +238,19 @@ def _error_response(description: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}}}
 
 
+#: The bearer scheme, declared when auth is on, so that Swagger UI shows Authorize.
+BEARER = "bearerAuth"
+
+
 @functools.cache
-def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
-    """OpenAPI 3.1 document of the service (served at /docs.json)."""
+def openapi(spec: ServiceSpec, version: str = "0.1.0", *, auth: bool = False,
+            open_health: bool = True, root_path: str = "") -> dict[str, Any]:
+    """OpenAPI 3.1 document of the service (served at /docs.json).
+
+    With `auth`, every operation needs the bearer token (`security`), except the health
+    probes when they stay open; with a `root_path`, the server URL is that prefix, so
+    Swagger UI's calls behind a path-prefix proxy reach the server.
+    """
     schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
     for api in spec.apis.values():
@@ -272,14 +282,26 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
             op["requestBody"] = _request_body(api, schemas)
         paths[api.route] = {"post": op}
     probe = {"responses": {"200": {"description": "OK"}, "503": {"description": "Not ready"}}}
+    open_probe = {"security": []} if auth and open_health else {}
     for route, what in (("/livez", "Liveness"), ("/readyz", "Readiness"), ("/healthz", "Health")):
-        paths[route] = {"get": {"summary": what, "tags": ["infrastructure"], **probe}}
+        paths[route] = {"get": {"summary": what, "tags": ["infrastructure"], **probe,
+                                **open_probe}}
     info: dict[str, Any] = {"title": spec.name, "version": version}
     if spec.doc and spec.doc.strip():
         info["description"] = spec.doc.strip()
-    return {
-        "openapi": "3.1.0",
-        "info": info,
-        "paths": openapi_files(paths),
-        "components": {"schemas": openapi_files(dict(sorted(schemas.items())))},
-    }
+    document: dict[str, Any] = {"openapi": "3.1.0", "info": info}
+    if root_path:
+        document["servers"] = [{"url": root_path}]
+    components: dict[str, Any] = {"schemas": openapi_files(dict(sorted(schemas.items())))}
+    if auth:
+        components["securitySchemes"] = {BEARER: {
+            "type": "http", "scheme": "bearer",
+            "description": "The server's token (--auth-token / TENSORWIRE_AUTH_TOKEN)."}}
+        document["security"] = [{BEARER: []}]
+        unauthorized = _error_response("Missing or wrong bearer token")
+        for item in paths.values():
+            if "post" in item:
+                item["post"]["responses"]["401"] = unauthorized
+    document["paths"] = openapi_files(paths)
+    document["components"] = components
+    return document
