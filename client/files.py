@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgument
-from . import jsonkinds, protokinds
+from . import jsonkinds, protokinds, values
 from .filedata import Body, ClientFiles, file_body, open_image, read_body
 from .response import Payload
 
@@ -55,6 +55,9 @@ class FileKind(jsonkinds.JsonKind):
         return file_body(value, self.content_type)
 
     async def from_payload(self, payload: Payload, files: ClientFiles) -> Any:
+        if payload.media_type == "application/json":  # an Optional file output: null
+            data = await payload.read()
+            return values.loads(data) if data else None
         if self.image:
             return open_image(await payload.read())
         return await files.save(payload)

@@ -40,12 +40,11 @@ class FrameKind(jsonkinds.JsonKind):
         return pd.DataFrame(value, columns=self.columns)
 
     def summary(self) -> str:
-        return f"DataFrame ({self.orient})"
+        return "DataFrame"  # the orient is HTTP's business: gRPC has one frame form
 
 
 def is_frame_schema(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "dataframe" or schema.get("format") == "pandas-dataframe"
-
 
 
 class FrameElement(protokinds.Message):

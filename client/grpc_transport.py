@@ -39,6 +39,7 @@ from ..wire.status import violations_from_status
 from . import tracecontext
 from .api import RemoteAPI, RemoteField
 from .filedata import ClientFiles
+from .jsonkinds import fields_summary
 from .kinds import field_kind
 from .options import CallOptions, with_retries
 from .protokinds import Model, Violations
@@ -61,7 +62,8 @@ class Output:
         self.model = Model(desc, field_kind)
         names = [f.name for f in desc.fields]
         self.result = self.model.fields[0][1] if names == ["result"] else None
-        self.summary = self.result.summary() if self.result else self.model.summary()
+        self.summary = (self.result.summary() if self.result else
+                        fields_summary({n: k.summary() for n, k in self.model.fields}))
 
     def decode(self, msg: Any, files: ClientFiles) -> Any:
         if self.result is not None:
@@ -84,7 +86,24 @@ def _root(method: Any, fields: list[RemoteField], marked: bool) -> bool | None:
     return None if not marked and len(fields) == 1 else False
 
 
-def grpc_api(service: Any, method: Any, marked: bool | None = None) -> RemoteAPI:
+def method_docs(file_proto: Any, service: str) -> dict[str, str]:
+    """Method name -> its leading comment in the file's SourceCodeInfo (the API's
+    docstring, as the server wrote it: one space after `//`, lines joined)."""
+    docs: dict[str, str] = {}
+    for si, svc in enumerate(file_proto.service):
+        if f"{file_proto.package}.{svc.name}".lstrip(".") != service:
+            continue
+        for loc in file_proto.source_code_info.location:
+            path = list(loc.path)
+            if len(path) == 4 and path[:3] == [6, si, 2] and loc.leading_comments:
+                text = loc.leading_comments.removesuffix("\n")
+                text = text[1:] if text.startswith(" ") else text
+                docs[svc.method[path[3]].name] = text.replace("\n ", "\n")
+    return docs
+
+
+def grpc_api(service: Any, method: Any, marked: bool | None = None,
+             doc: str | None = None) -> RemoteAPI:
     request = method.input_type
     fields = []
     for fd in request.fields:
@@ -94,7 +113,7 @@ def grpc_api(service: Any, method: Any, marked: bool | None = None) -> RemoteAPI
     if marked is None:
         marked = marks_root_inputs(service)
     api = RemoteAPI(
-        name=snake(method.name), doc=None, fields=fields,
+        name=snake(method.name), doc=doc, fields=fields,
         root=_root(method, fields, marked),
         stream=bool(getattr(method, "server_streaming", False)), output=output,
         output_summary=output.summary, address=f"/{service.full_name}/{method.name}",
@@ -178,8 +197,10 @@ class GrpcTransport:
                 service = self.pool.FindServiceByName(name)
                 apis: dict[str, RemoteAPI] = {}
                 marked = marks_root_inputs(service)
+                # The file as served (comments kept: the pool's descriptors drop them).
+                docs = method_docs(db.FindFileContainingSymbol(name), name)
                 for method in service.methods:
-                    api = grpc_api(service, method, marked)
+                    api = grpc_api(service, method, marked, docs.get(method.name))
                     apis[api.name] = api
                 return apis
             except grpc.RpcError as exc:

@@ -26,11 +26,12 @@ from ..errors import (
     error_from_http,
 )
 from ..version import __version__
+from ..wire.field_error import FieldError, invalid_argument
 from ..wire.sse import SSEDecoder
 from . import tracecontext, values
 from .api import RemoteAPI, RemoteField
 from .filedata import Body, ClientFiles
-from .jsonkinds import JsonKind, ListKind, ObjectKind
+from .jsonkinds import JsonKind, ListKind, ObjectKind, fields_summary
 from .kinds import schema_kind
 from .options import CallOptions, with_retries
 from .response import PartPayload, ResponsePayload, media_type_of
@@ -58,10 +59,14 @@ def http_api(route: dict[str, Any]) -> RemoteAPI:
             fields.append(RemoteField(key, kind, kind.summary()))
         required = tuple(inp.get("required") or ())
     out_kind = schema_kind({k: v for k, v in out.items() if k not in ("is_stream",)})
+    props = out.get("properties")
+    summary = (fields_summary({k: schema_kind(v).summary() for k, v in props.items()})
+               if out.get("type") == "object" and isinstance(props, dict) and props
+               else out_kind.summary())
     return RemoteAPI(
         name=name, doc=route.get("description") or route.get("doc"), fields=fields,
         root=root, stream=bool(out.get("is_stream")), output=out_kind,
-        output_summary=out_kind.summary(), address=route.get("route") or f"/{name}",
+        output_summary=summary, address=route.get("route") or f"/{name}",
         required=required,
     )
 
@@ -167,6 +172,16 @@ class HttpTransport:
 
     def _encode(self, api: RemoteAPI, values_: dict[str, Any]
                 ) -> tuple[Any, dict[str, str], list[Body]]:
+        """The request body; an input the client itself cannot send as the contract
+        says (a tensor of a dtype that does not convert) is InvalidArgument at its
+        field, as the same input is over gRPC."""
+        try:
+            return self._encode_body(api, values_)
+        except FieldError as exc:
+            raise invalid_argument(exc) from None
+
+    def _encode_body(self, api: RemoteAPI, values_: dict[str, Any]
+                     ) -> tuple[Any, dict[str, str], list[Body]]:
         headers: dict[str, str] = {}
         accept = api.output.accept
         if accept:
@@ -175,7 +190,7 @@ class HttpTransport:
             return self._encode_root(api, values_, headers)
         if any(api.by_name[k].kind.is_file for k in values_):
             return self._encode_multipart(api, values_, headers)
-        payload = {k: api.by_name[k].kind.to_json(v) for k, v in values_.items()}
+        payload = {k: _to_json(api.by_name[k].kind, k, v) for k, v in values_.items()}
         headers["Content-Type"] = "application/json"
         return values.dumps(payload), headers, []
 
@@ -186,7 +201,10 @@ class HttpTransport:
         field = api.fields[0]
         value = values_[field.name]
         kind: JsonKind = field.kind
-        body = kind.body(value, self.files)
+        try:
+            body = kind.body(value, self.files)
+        except FieldError as exc:
+            raise exc.under(field.name) from None
         if body is not None:
             headers["Content-Type"] = body.media_type
             if body.filename:
@@ -197,7 +215,7 @@ class HttpTransport:
             headers["Content-Type"] = "text/plain; charset=utf-8"
             return value.encode("utf-8"), headers, []
         headers["Content-Type"] = "application/json"
-        return values.dumps(kind.to_json(value)), headers, []
+        return values.dumps(_to_json(kind, field.name, value)), headers, []
 
     def _encode_multipart(self, api: RemoteAPI, values_: dict[str, Any],
                           headers: dict[str, str]) -> tuple[Any, dict[str, str], list[Body]]:
@@ -218,7 +236,7 @@ class HttpTransport:
                         part.set_content_disposition("form-data", name=name,
                                                      filename=body.filename or name)
                 else:
-                    part = writer.append(values.dumps(kind.to_json(value)),
+                    part = writer.append(values.dumps(_to_json(kind, name, value)),
                                          {"Content-Type": "application/json"})
                     part.set_content_disposition("form-data", name=name)
         except BaseException:
@@ -263,6 +281,13 @@ class HttpTransport:
             out.setdefault(name, [] if isinstance(field, ListKind) else None)
         return {name: out[name] for name in props} | {
             k: v for k, v in out.items() if k not in props}
+
+
+def _to_json(kind: JsonKind, name: str, value: Any) -> Any:
+    try:
+        return kind.to_json(value)
+    except FieldError as exc:
+        raise exc.under(name) from None
 
 
 class _EventStream:

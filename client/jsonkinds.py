@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from ..wire.field_error import FieldError
 from . import values
 from .filedata import Body
 from .response import Payload, charset_of
@@ -110,7 +112,7 @@ class OptionalKind(JsonKind):
         return await self.inner.from_payload(payload, files)
 
     def summary(self) -> str:
-        return f"{self.inner.summary()} | null"
+        return self.inner.summary()  # proto3 cannot say `| None` of a scalar: left out
 
 
 class ListKind(JsonKind):
@@ -125,7 +127,7 @@ class ListKind(JsonKind):
     def to_json(self, value: Any) -> Any:
         if value is None or isinstance(value, str | bytes | dict):
             return value  # not a list: the server says what is wrong with it
-        return [self.item.to_json(v) for v in value]
+        return [_at(i, self.item.to_json, v) for i, v in enumerate(value)]
 
     def from_json(self, value: Any) -> Any:
         if not isinstance(value, list):
@@ -143,7 +145,7 @@ class MapKind(JsonKind):
     def to_json(self, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        return {k: self.value.to_json(v) for k, v in value.items()}
+        return {k: _at(k, self.value.to_json, v) for k, v in value.items()}
 
     def from_json(self, value: Any) -> Any:
         if not isinstance(value, dict):
@@ -171,7 +173,8 @@ class ObjectKind(JsonKind):
         if not isinstance(value, dict):
             return value
         special = self._special
-        return {k: special[k].to_json(v) if k in special else v for k, v in value.items()}
+        return {k: _at(k, special[k].to_json, v) if k in special else v
+                for k, v in value.items()}
 
     def from_json(self, value: Any) -> Any:
         if not isinstance(value, dict):
@@ -218,20 +221,49 @@ class UnionKind(JsonKind):
         return " | ".join(k.summary() for _, k in self.branches)
 
 
+def _at(key: str | int, to_json: Callable[[Any], Any], value: Any) -> Any:
+    """`to_json(value)`, a FieldError located under `key` (an item, a property)."""
+    try:
+        return to_json(value)
+    except FieldError as exc:
+        raise exc.under(key) from None
+
+
 def is_json(media: str | None) -> bool:
     return bool(media) and (media == "application/json" or media.endswith("+json"))
 
 
+#: JSON Schema types by the Python names `list_apis()` uses on both protocols.
+_PY_NAMES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+             "null": "None"}
+_STRING_FORMATS = {"date-time": "datetime", "duration": "timedelta", "binary": "bytes"}
+
+
 def summarize(schema: dict[str, Any]) -> str:
-    """A short human description of a schema node, for `list_apis()`."""
+    """A short description of a schema node, for `list_apis()`.
+
+    Python's names (`int`, `list[str]`, `dict[str, float]`, a model's name, `file`,
+    `DataFrame`): the vocabulary the gRPC transport derives from descriptors too, so that
+    both protocols describe an API alike. What only one contract can tell is left out
+    (`| None`, which proto3 cannot say of a scalar; a string's format other than a
+    datetime, a duration or bytes; a file's media type; a frame's orient).
+    """
     if not isinstance(schema, dict):
         return "any"
     alternatives = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(alternatives, list):
-        return " | ".join(summarize(a) for a in alternatives)
-    kind = schema.get("type")
+        names = [summarize(a) for a in alternatives
+                 if not (isinstance(a, dict) and a.get("type") == "null")]
+        return " | ".join(dict.fromkeys(names)) or "None"
     if "enum" in schema:
         return " | ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return repr(schema["const"])
+    kind = schema.get("type")
+    if kind == "file":
+        return "bytes" if schema.get("format") == "bytes" else "file"
+    if kind == "dataframe" or schema.get("format") == "pandas-dataframe":
+        return "DataFrame"
     if kind == "array":
         items = schema.get("items")
         return f"list[{summarize(items)}]" if isinstance(items, dict) else "list"
@@ -240,10 +272,16 @@ def summarize(schema: dict[str, Any]) -> str:
             return str(schema.get("title") or "object")
         extra = schema.get("additionalProperties")
         return f"dict[str, {summarize(extra)}]" if isinstance(extra, dict) else "dict"
-    if kind == "string" and schema.get("format"):
-        return f"string ({schema['format']})"
-    if kind == "file":
-        return f"file ({schema.get('content_type') or schema.get('format') or 'binary'})"
+    if kind == "string":
+        return _STRING_FORMATS.get(schema.get("format") or "", "str")
+    if isinstance(kind, list):
+        return " | ".join(_PY_NAMES.get(k, k) for k in kind if k != "null") or "None"
     if isinstance(kind, str):
-        return kind
+        return _PY_NAMES.get(kind, kind)
     return "any"
+
+
+def fields_summary(fields: dict[str, str]) -> str:
+    """`{summary: str, words: int}`: a model output, described by its fields (the
+    gRPC contract names the response message, not the model)."""
+    return "{" + ", ".join(f"{name}: {summary}" for name, summary in fields.items()) + "}"

@@ -14,6 +14,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from .. import v1
 from .files import BytesKind, FileElement, FileKind
 from .frames import FrameElement, FrameKind, is_frame_schema
 from .jsonkinds import (
@@ -32,6 +33,7 @@ from .protokinds import (
     Element,
     Enum,
     FieldKind,
+    JsonText,
     ListValue,
     Model,
     Scalar,
@@ -130,15 +132,24 @@ def field_kind(fd: FieldDescriptor) -> FieldKind:
     if repeated and fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         entry = fd.message_type
         key_fd, value_fd = entry.fields_by_name["key"], entry.fields_by_name["value"]
-        return FieldKind(fd, element_of(value_fd), repeated=True, key=element_of(key_fd))
+        return FieldKind(fd, element_of(value_fd, options_of=fd), repeated=True,
+                         key=element_of(key_fd))
     return FieldKind(fd, element_of(fd), repeated=repeated)
 
 
-def element_of(fd: FieldDescriptor) -> Element:
+def element_of(fd: FieldDescriptor, options_of: FieldDescriptor | None = None) -> Element:
+    """The element of a field; `options_of` is the field whose tensorwire options apply
+    (a map field's, for the value of its entries)."""
+    holder = options_of or fd
+    hints = v1.field_hints(holder.GetOptions()) if holder.has_options else None
     if fd.type == FieldDescriptor.TYPE_ENUM:
         return Enum(fd.enum_type)
     if fd.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
-        return message_element(fd.message_type)
+        element = message_element(fd.message_type)
+        return element.hinted(hints) if hints is not None else element
+    if hints is not None and hints.json_schema is not None \
+            and fd.type == FieldDescriptor.TYPE_STRING:
+        return JsonText(hints.json_schema)
     return Scalar(fd.type)
 
 

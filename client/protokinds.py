@@ -24,11 +24,12 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from .. import v1
 from ..errors import InvalidArgument
 from ..naming import upper_snake
 from ..wire import wellknown as wkt
 from ..wire.field_error import FieldError, invalid_argument
-from . import values
+from . import jsonkinds, values
 from .filedata import file_body, is_pil_image, read_body
 
 Loc = tuple[str | int, ...]
@@ -82,6 +83,11 @@ class Element:
     def decode(self, raw: Any, files: Any) -> Any:
         return raw
 
+    def hinted(self, hints: v1.FieldHints) -> Element:
+        """This element as the field's tensorwire options describe it (a Tensor's
+        dtype and shape); by default options change nothing."""
+        return self
+
     def summary(self) -> str:
         return "value"
 
@@ -110,6 +116,8 @@ _TYPE_NAMES = {
     FieldDescriptor.TYPE_INT32: "int32", FieldDescriptor.TYPE_UINT64: "uint64",
     FieldDescriptor.TYPE_UINT32: "uint32",
 }
+#: What `list_apis()` calls a scalar: Python's names, as the HTTP transport does.
+_PY_NAMES = {int: "int", float: "float", str: "str", bytes: "bytes", bool: "bool"}
 
 
 @functools.cache
@@ -143,7 +151,33 @@ class Scalar(Element):
         return value
 
     def summary(self) -> str:
-        return _TYPE_NAMES.get(self.proto_type, "scalar")
+        return _PY_NAMES.get(self.py_type, "any")
+
+
+class JsonText(Scalar):
+    """A string field holding one JSON text (`(tensorwire.v1.json_schema)`): `Any`,
+    untyped dicts, nested lists. Written and read by the same JSON code as the HTTP
+    transport, so a value comes back the same on both protocols (64 stays an int)."""
+
+    def __init__(self, schema_text: str) -> None:
+        super().__init__(FieldDescriptor.TYPE_STRING)
+        try:
+            schema = values.loads(schema_text)
+        except ValueError:
+            schema = {}
+        self.schema = schema if isinstance(schema, dict) else {}
+
+    def encode(self, value: Any, loc: Loc) -> Any:
+        try:
+            return values.dumps(value).decode()
+        except TypeError as exc:
+            raise _invalid(loc, str(exc), "json_type") from None
+
+    def decode(self, raw: Any, files: Any) -> Any:
+        return values.loads(raw) if raw else None
+
+    def summary(self) -> str:
+        return jsonkinds.summarize(self.schema)
 
 
 def _file_bytes(value: Any, loc: Loc) -> Any:
@@ -358,6 +392,8 @@ class Model(Message):
         return {name: kind.read(raw, name, files) for name, kind in self.fields}
 
     def summary(self) -> str:
+        if self.union is not None:  # a discriminated union: its variants, as HTTP says
+            return " | ".join(kind.element.summary() for _, kind in self.fields)
         return self.name
 
 
@@ -443,7 +479,7 @@ class FieldKind:
 
     def summary(self) -> str:
         if self.key is not None:
-            return f"map<{self.key.summary()}, {self.element.summary()}>"
+            return f"dict[{self.key.summary()}, {self.element.summary()}]"
         if self.repeated:
-            return f"repeated {self.element.summary()}"
+            return f"list[{self.element.summary()}]"
         return self.element.summary()

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import v1
 from ..errors import ClientError, InvalidArgument
 from ..wire import dtypes, npy
 from ..wire import tensors as wire_tensors
-from ..wire.field_error import FieldError
+from ..wire.field_error import FieldError, invalid_argument
 from . import jsonkinds, protokinds
 from .filedata import Body
 from .response import Payload
@@ -30,6 +31,38 @@ from .values import to_numpy
 
 TENSOR_FORMATS = frozenset({"numpy-array", "torch-tensor", "tf-tensor"})
 NPY = npy.NPY
+
+
+def conform(value: Any, dtype: str | None) -> np.ndarray:
+    """`value` as a numpy array of the declared `dtype`, converted the way NumPy's
+    `same_kind` casting allows (a list of floats or a float64 array for float32, ints
+    for floats); FieldError for any other dtype (floats for an int tensor, complex for
+    floats). The same rule on both protocols, so that one call has one answer: over HTTP
+    JSON numbers used to be read as the declared dtype by the server while a gRPC Tensor
+    must already have it. An empty array takes the dtype whatever it was.
+    """
+    try:
+        array = to_numpy(value)
+    except ValueError as exc:  # ragged nested lists
+        raise FieldError(f"not a tensor: {exc}", type="tensor_shape") from None
+    if dtype is None or dtype == "string" or array.dtype.hasobject:
+        return array  # the server decides what an undeclared or string tensor takes
+    try:
+        want = _numpy_dtype(dtype)
+    except ClientError:  # bfloat16 without ml_dtypes here: the server will tell
+        return array
+    if array.dtype == want:
+        return array
+    if array.size == 0 or np.can_cast(array.dtype, want, "same_kind"):
+        return array.astype(want)
+    raise FieldError(f"expected dtype {dtype}, got {array.dtype.name}, which NumPy's "
+                     f"same_kind casting does not convert to {dtype}", type="tensor_dtype")
+
+
+def tensor_summary(dtype: str | None, shape: Any) -> str:
+    """`tensor[float32, shape (1, 4)]`: what `list_apis()` says, on both protocols."""
+    where = f", shape {tuple(shape)}" if shape else ""
+    return f"tensor[{dtype or 'any dtype'}{where}]"
 
 
 def dumps_npy(value: Any) -> bytes:
@@ -93,7 +126,7 @@ class TensorKind(jsonkinds.JsonKind):
         self.dtype = schema.get("dtype")
 
     def to_json(self, value: Any) -> Any:
-        return None if value is None else to_numpy(value)
+        return None if value is None else conform(value, self.dtype)
 
     def from_json(self, value: Any) -> Any:
         if value is None:
@@ -104,7 +137,7 @@ class TensorKind(jsonkinds.JsonKind):
             return np.asarray(value)
 
     def body(self, value: Any, files: Any) -> Body | None:
-        return Body(dumps_npy(value), NPY)
+        return Body(dumps_npy(conform(value, self.dtype)), NPY)
 
     async def from_payload(self, payload: Payload, files: Any) -> Any:
         if payload.media_type == NPY:
@@ -112,9 +145,7 @@ class TensorKind(jsonkinds.JsonKind):
         return await super().from_payload(payload, files)
 
     def summary(self) -> str:
-        dtype = self.schema.get("dtype") or "any dtype"
-        shape = self.schema.get("shape")
-        return f"tensor[{dtype}{', shape ' + str(tuple(shape)) if shape else ''}]"
+        return tensor_summary(self.dtype, self.schema.get("shape"))
 
 
 def is_tensor_schema(schema: dict[str, Any]) -> bool:
@@ -126,12 +157,25 @@ def is_tensor_schema(schema: dict[str, Any]) -> bool:
 
 
 class TensorElement(protokinds.Message):
+    """A `tensorwire.v1.Tensor` field; its options declare the dtype and shape."""
+
+    def __init__(self, dtype: str | None = None, shape: tuple[int, ...] | None = None
+                 ) -> None:
+        self.dtype = dtype
+        self.shape = shape
+
+    def hinted(self, hints: v1.FieldHints) -> protokinds.Element:
+        return TensorElement(hints.dtype, hints.shape)
+
     def fill(self, value: Any, msg: Any, loc: Any, files: Any) -> None:
-        fill_tensor(value, msg, loc)
+        try:
+            array = conform(value, self.dtype)
+        except FieldError as exc:
+            raise invalid_argument(exc, prefix=tuple(loc)) from None
+        fill_tensor(array, msg, loc)
 
     def decode(self, raw: Any, files: Any) -> Any:
         return tensor_from_proto(raw)
 
     def summary(self) -> str:
-        return "tensor"
-
+        return tensor_summary(self.dtype, self.shape)

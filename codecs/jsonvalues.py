@@ -1,46 +1,76 @@
 """Values that travel as their JSON form on every wire: `Any`, untyped dicts, nested lists.
 
-Over HTTP they are JSON; in protobuf a `google.protobuf.Value` (or `Struct` for an
-untyped dict) holding the very same JSON form, so validation is the same on both.
+Over HTTP they are JSON; in protobuf a `string` field holding the very same JSON text,
+written by the same encoder and parsed by the same parser, so validation and the values
+a client gets back are the same on both. The field carries the option
+`(tensorwire.v1.json_schema)` with the JSON Schema of the value, so reflection-driven
+clients know to parse it and what it holds.
+
+Why not `google.protobuf.Value`/`Struct`: their numbers are doubles, so `{"width": 64}`
+came back as `{"width": 64.0}` over gRPC (and integers past 2**53 lost digits), while
+JSON keeps 64 apart from 64.0.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
-from ..wire.wellknown import python_to_struct, python_to_value, struct_to_python, value_to_python
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
+from pydantic_core import from_json
+
+from .. import v1
+from ..wire.field_error import FieldError
 from .containers import LIST_BATCHING
 from .core import Codec, Scope, instances_of
 from .http_facet import HttpFacet
-from .proto_facet import MessageProto
+from .proto_facet import ProtoBuilder, ProtoFacet, ProtoType
+
+#: Keys of a JSON Schema that document rather than constrain: left out of the option.
+_DOC_KEYS = frozenset({"title", "description", "examples", "default"})
 
 
-class JsonValueProto(MessageProto):
-    """A `google.protobuf.Value` holding the JSON form."""
+def schema_text(schema: dict[str, Any]) -> str:
+    """A JSON Schema as one compact, deterministic line, its `$defs` inlined and its
+    documentation keys dropped (what `(tensorwire.v1.json_schema)` holds)."""
+    defs = schema.get("$defs", {})
 
-    def __init__(self, codec: Codec) -> None:
-        super().__init__(codec, "google.protobuf.Value")
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.rsplit("/", 1)[-1]
+                if name in seen or name not in defs:
+                    return {"type": "object"}
+                return resolve(defs[name], seen | {name})
+            return {k: resolve(v, seen) for k, v in node.items()
+                    if k != "$defs" and k not in _DOC_KEYS}
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        return node
+
+    return json.dumps(resolve(schema, frozenset()), sort_keys=True, separators=(",", ":"))
+
+
+class JsonTextProto(ProtoFacet):
+    """A `string` field holding the value's JSON text (`(tensorwire.v1.json_schema)`)."""
+
+    codec: JsonValueCodec
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        return ProtoType(FDP.TYPE_STRING,
+                         options=v1.json_field_options(self.codec.json_schema_text))
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
-        return value_to_python(raw)
+        try:
+            return from_json(raw)
+        except ValueError as exc:
+            raise FieldError(f"the field holds no valid JSON text: {exc}",
+                             type="json_invalid") from None
 
-    def fill(self, value: Any, msg: Any) -> None:
-        dumped = self.codec.adapter.dump_python(value, mode="json", warnings=False)
-        python_to_value(dumped, msg)
-
-
-class StructProto(MessageProto):
-    """A `google.protobuf.Struct` holding the JSON object."""
-
-    def __init__(self, codec: Codec) -> None:
-        super().__init__(codec, "google.protobuf.Struct")
-
-    def from_proto(self, raw: Any, scope: Scope) -> Any:
-        return struct_to_python(raw)
-
-    def fill(self, value: Any, msg: Any) -> None:
-        dumped = self.codec.adapter.dump_python(value, mode="json", warnings=False)
-        python_to_struct(dumped, msg)
+    def to_proto(self, value: Any) -> Any:
+        return self.codec.adapter.dump_json(value, warnings=False).decode()
 
 
 class JsonValueCodec(Codec):
@@ -53,20 +83,28 @@ class JsonValueCodec(Codec):
         self.output_types = (object if python_type is Any or python_type is object
                              else instances_of(python_type))
         self.http = HttpFacet(self)
-        self.proto: MessageProto = JsonValueProto(self)
+        self.proto: ProtoFacet = JsonTextProto(self)
+
+    @functools.cached_property
+    def json_schema_text(self) -> str:
+        """The value's JSON Schema, for the protobuf field option (`{}` where pydantic
+        cannot describe the type)."""
+        try:
+            return schema_text(self.adapter.json_schema())
+        except Exception:  # a type pydantic validates but cannot describe
+            return "{}"
 
 
 class StructCodec(JsonValueCodec):
-    """Untyped `dict` / `dict[str, Any]`: a JSON object, a `google.protobuf.Struct`."""
+    """Untyped `dict` / `dict[str, Any]`: a JSON object (JSON text in protobuf)."""
 
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)
         self.output_types = dict
-        self.proto = StructProto(self)
 
 
 class JsonListCodec(JsonValueCodec):
-    """Nested lists (`list[list[float]]`): a `google.protobuf.Value`, batched as a list."""
+    """Nested lists (`list[list[float]]`): JSON text in protobuf, batched as a list."""
 
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)

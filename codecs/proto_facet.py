@@ -31,6 +31,9 @@ class ProtoType:
     repeated: bool = False
     map_key: ProtoType | None = None
     map_value: ProtoType | None = None
+    #: Serialised FieldOptions the field carries (tensorwire.v1's dtype, shape,
+    #: json_schema): what a client needs beyond the type. A map field takes its value's.
+    options: bytes = b""
 
     @property
     def is_message(self) -> bool:
@@ -41,11 +44,11 @@ class ProtoType:
         return self.repeated or self.map_key is not None
 
     def as_repeated(self) -> ProtoType:
-        return ProtoType(self.type, self.type_name, repeated=True)
+        return ProtoType(self.type, self.type_name, repeated=True, options=self.options)
 
     @classmethod
-    def message(cls, type_name: str) -> ProtoType:
-        return cls(FDP.TYPE_MESSAGE, type_name)
+    def message(cls, type_name: str, options: bytes = b"") -> ProtoType:
+        return cls(FDP.TYPE_MESSAGE, type_name, options=options)
 
     @classmethod
     def enum(cls, type_name: str) -> ProtoType:

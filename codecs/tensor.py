@@ -25,6 +25,7 @@ import numpy as np
 from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema as cs
 
+from .. import v1
 from ..validators import ContentType, DataframeSchema, DType, FieldNumber, Shape
 from ..wire import dtypes, npy
 from ..wire import tensors as prototensor
@@ -35,7 +36,7 @@ from .core import MISSING, Codec, Scope
 from .frameworks import NUMPY, TENSORFLOW, TORCH, Framework, framework_of
 from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is_json_media
 from .markers import CodecMarker
-from .proto_facet import MessageProto
+from .proto_facet import MessageProto, ProtoBuilder, ProtoType
 
 _ACCEPTED_BODIES = "application/json or application/x-npy"
 
@@ -209,6 +210,8 @@ class TensorCodec(Codec):
             schema["dtype"] = spec.dtype.name
         if spec.shape is not None:
             schema["shape"] = list(spec.shape.dims)
+        # A Field(examples=...) of the parameter replaces this one.
+        schema["examples"] = [_example(spec)]
         return schema
 
     # ----------------------------------------------------------------- device transfer
@@ -224,6 +227,18 @@ class TensorProto(MessageProto):
     def __init__(self, codec: TensorCodec, type_name: str) -> None:
         super().__init__(codec, type_name)
         self.raw_bytes_field = "data"
+
+    def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
+        """The Tensor message, with the declared dtype and shape as field options: a
+        reflection-driven client converts its inputs to the dtype, as JSON does."""
+        spec = self.codec.spec
+        options = b""
+        if spec.dtype is not None or spec.shape is not None:
+            options = v1.tensor_field_options(
+                spec.dtype.name if spec.dtype is not None else None,
+                spec.shape.dims if spec.shape is not None else None)
+        assert self.type_name is not None
+        return ProtoType.message(builder.well_known(self.type_name), options)
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
         return prototensor.to_numpy(raw)
@@ -297,6 +312,24 @@ class TensorBatching:
 
 
 _NONFINITE = {"enum": ["NaN", "Infinity", "-Infinity"]}
+
+
+def _example(spec: TensorSpec) -> Any:
+    """Zeros of the declared shape (a free size as 1; no Shape: one element) and dtype.
+
+    Without it, Swagger UI made its example from the element schema, whose `anyOf` of a
+    number and the non-finite names gave `[[0, "NaN", 0, "NaN"]]`, which the server
+    then refused for a float tensor.
+    """
+    kind = spec.dtype.kind if spec.dtype is not None else "float"
+    zero: Any = {"float": 0.0, "complex": [0.0, 0.0], "bool": False}.get(kind, 0)
+    if spec.dtype is not None and spec.dtype.json_type == "string":
+        zero = ""
+    dims = spec.shape.dims if spec.shape is not None else (1,)
+    value: Any = zero
+    for dim in reversed(dims):
+        value = [value] * (1 if dim == -1 else dim)
+    return value
 
 
 def _element_schema(spec: DTypeSpec | None) -> dict[str, Any]:

@@ -61,9 +61,13 @@ class Settings:
     auth_open_health: bool = _opt(True, "with auth: health endpoints and gRPC health "
                                   "stay open (probes send no token)")
     auth_open_metrics: bool = _opt(False, "with auth: /metrics stays open")
+    auth_open_docs: bool = _opt(True, "with auth: /docs and /docs.json stay open, so "
+                                "Swagger UI loads and its Authorize button takes the token")
     tls_cert: str | None = _opt(None, "PEM certificate (chain) file: serve HTTPS and "
                                 "TLS gRPC", metavar="FILE")
     tls_key: str | None = _opt(None, "PEM private key file of tls_cert", metavar="FILE")
+    root_path: str = _opt("", "path prefix a proxy serves this server under (as uvicorn's "
+                          "--root-path): docs and OpenAPI links carry it", metavar="PATH")
     cors_origins: list[str] = field(default_factory=list, metadata={
         "help": "origins allowed by CORS, comma-separated or `*` (empty: CORS off)"})
     metrics: bool = _opt(True, "serve Prometheus metrics on /metrics")
@@ -112,6 +116,10 @@ class Settings:
             problems.append("tls_cert and tls_key go together")
         if self.auth_token is not None and not self.auth_token.strip():
             problems.append("auth_token must not be empty")
+        if self.root_path and (not self.root_path.startswith("/")
+                               or self.root_path.endswith("/") or "//" in self.root_path):
+            problems.append("root_path must start with '/' and not end with '/' "
+                            "(e.g. /models/iris), or be empty")
         if problems:
             raise ValueError("; ".join(problems))
         return self

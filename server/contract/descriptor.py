@@ -124,6 +124,9 @@ class ServiceSpec:
     doc: str | None = None
     #: protobuf package of the generated .proto (default: the snake_case service name).
     proto_package: str = ""
+    #: .proto file options given to `@service(...)` (go_package, java_package,
+    #: csharp_namespace); those not given are derived from proto_package.
+    file_options: dict[str, str] = field(default_factory=dict)
     #: Free-form settings given to `@service(...)` (e.g. workers, traffic), kept for tools.
     config: dict[str, Any] = field(default_factory=dict)
 

@@ -29,7 +29,9 @@ _SERVICE_ATTR = "__tensorwire_service__"
 def service(cls: T, /) -> T: ...
 @overload
 def service(
-    *, name: str | None = None, proto_package: str | None = None, **config: Any
+    *, name: str | None = None, proto_package: str | None = None,
+    go_package: str | None = None, java_package: str | None = None,
+    csharp_namespace: str | None = None, **config: Any
 ) -> Callable[[T], T]: ...
 
 
@@ -39,9 +41,19 @@ def service(
     *,
     name: str | None = None,
     proto_package: str | None = None,
+    go_package: str | None = None,
+    java_package: str | None = None,
+    csharp_namespace: str | None = None,
     **config: Any,
 ) -> T | Callable[[T], T]:
-    """Declare a service class; bare (`@service`) or with arguments (`@service(name=...)`)."""
+    """Declare a service class; bare (`@service`) or with arguments (`@service(name=...)`).
+
+    `go_package`, `java_package` and `csharp_namespace` override the file options of the
+    generated .proto, which are otherwise derived from `proto_package`.
+    """
+    file_options = {k: v for k, v in (("go_package", go_package),
+                                      ("java_package", java_package),
+                                      ("csharp_namespace", csharp_namespace)) if v is not None}
 
     def decorate(klass: T) -> T:
         if not isinstance(klass, type):
@@ -71,9 +83,14 @@ def service(
                             "protobuf package name (lowercase dotted identifiers)")
         # BentoML's options: a value of the wrong type fails here, like the contract.
         read_service_options(config, klass.__qualname__)
+        for option, value in file_options.items():
+            if not isinstance(value, str) or not re.fullmatch(r"[^\s\"\\]+", value):
+                raise TypeError(f"{klass.__qualname__}: {option} must be a non-empty string "
+                                f"without spaces, quotes or backslashes, got {value!r}")
         doc = klass.__doc__ or config.get("description")
         spec = ServiceSpec(name=svc_name, cls=klass, apis=apis, doc=doc,
-                           proto_package=package, config=dict(config))
+                           proto_package=package, config=dict(config),
+                           file_options=file_options)
         setattr(klass, _SERVICE_ATTR, spec)
         return klass
 

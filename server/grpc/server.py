@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from ..context import Context, Headers, RequestInfo
 from ..contract.decoding import Decoder
@@ -27,6 +25,7 @@ from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.status import to_status
+from . import reflection
 
 log = logging.getLogger("tensorwire.grpc")
 
@@ -186,18 +185,6 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
     return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)
 
 
-def _add_infra_files(proto: ServiceProto) -> None:
-    """Health and reflection descriptors join the private pool, so reflection can
-    describe every service this server lists."""
-    for module in (health_pb2, reflection_pb2):
-        fp = descriptor_pb2.FileDescriptorProto()
-        module.DESCRIPTOR.CopyToProto(fp)
-        try:
-            proto.pool.FindFileByName(fp.name)
-        except KeyError:
-            proto.pool.Add(fp)
-
-
 class GrpcServer:
     """A grpc.aio server carrying one service, health and reflection."""
 
@@ -216,10 +203,12 @@ class GrpcServer:
         self.server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
         self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        _add_infra_files(self.proto)
+        reflection.add_infra_files(self.proto.pool)
         names = (self.proto.spec.grpc_service_name, health.SERVICE_NAME,
-                 reflection.SERVICE_NAME)
-        reflection.enable_server_reflection(names, self.server, pool=self.proto.pool)
+                 reflection.V1, reflection.V1ALPHA)
+        self.server.add_generic_rpc_handlers(reflection.ReflectionServicer(
+            self.proto.pool, names,
+            {self.proto.file_name: self.proto.file_proto.SerializeToString()}).handlers())
         self.port: int | None = None
 
     def bind(self, host: str, port: int,

@@ -33,7 +33,9 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
         app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
 
     schema_body = orjson.dumps(schema_json(spec))
-    openapi_body = orjson.dumps(openapi(spec))
+    openapi_body = orjson.dumps(openapi(spec, auth=bool(settings.auth_token),
+                                        open_health=settings.auth_open_health,
+                                        root_path=settings.root_path))
 
     async def get_schema(_: web.Request) -> web.Response:
         return web.Response(body=schema_body, headers={"Content-Type": "application/json"})

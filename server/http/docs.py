@@ -1,4 +1,10 @@
-"""`/docs`: Swagger UI from the packaged swagger-ui-dist assets (no CDN at run time)."""
+"""`/docs`: Swagger UI from the packaged swagger-ui-dist assets (no CDN at run time).
+
+The page links its assets and the OpenAPI document relatively (`docs/static/...`,
+`docs.json`), so it works as served at `/docs` and behind a proxy that serves the
+server under a path prefix (`/prefix/docs`); the calls Swagger UI makes go to the
+OpenAPI document's server URL, the `root_path` setting.
+"""
 
 from __future__ import annotations
 
@@ -19,15 +25,16 @@ _PAGE = """<!doctype html>
 <head>
   <meta charset="utf-8">
   <title>{title} - API docs</title>
-  <link rel="stylesheet" href="/docs/static/swagger-ui.css">
-  <link rel="icon" type="image/png" href="/docs/static/favicon-32x32.png">
+  <link rel="stylesheet" href="docs/static/swagger-ui.css">
+  <link rel="icon" type="image/png" href="docs/static/favicon-32x32.png">
 </head>
 <body>
   <div id="swagger-ui"></div>
-  <script src="/docs/static/swagger-ui-bundle.js"></script>
+  <script src="docs/static/swagger-ui-bundle.js"></script>
   <script>
-    window.ui = SwaggerUIBundle({{url: "/docs.json", dom_id: "#swagger-ui",
-                                 deepLinking: true, tryItOutEnabled: true}});
+    window.ui = SwaggerUIBundle({{url: "docs.json", dom_id: "#swagger-ui",
+                                 deepLinking: true, tryItOutEnabled: true,
+                                 persistAuthorization: true}});
   </script>
 </body>
 </html>

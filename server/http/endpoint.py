@@ -31,17 +31,12 @@ from ..errors import (
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
-from ..wire.sse import sse_event
 from .parts import BodyPart, MultipartPart, media_type_of
 from .responses import error_response, from_http_exception
+from .streams import framing_for
 
 log = logging.getLogger("tensorwire.http")
 
-_SSE_HEADERS = {
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
 _MULTIPART = "multipart/form-data"
 #: Content-Type values sent as is for JSON (the exact strings, so no parsing per request).
 _JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8",
@@ -263,9 +258,12 @@ class HttpEndpoint:
 
     async def stream(self, request: web.Request, kwargs: dict[str, Any], ctx: Context
                      ) -> web.StreamResponse:
-        """Server-sent events, one per chunk, written as soon as the method yields it."""
+        """One frame per chunk (server-sent events, or what the client reads: see
+        streams), written as soon as the method yields it."""
         chunks = self.runtime.stream(self.api, kwargs, ctx)
         encode = self.output.encode_chunk
+        framing = framing_for(request.headers, self.output.output_media)
+        frame = framing.item
         try:
             # Failures before the first chunk still get a proper status code.
             first = await anext(chunks, _END)
@@ -273,13 +271,13 @@ class HttpEndpoint:
             await chunks.aclose()
             raise
         resp = web.StreamResponse(status=ctx.response.status_code,
-                                  headers={**_SSE_HEADERS, **ctx.response.headers})
+                                  headers={**framing.headers, **ctx.response.headers})
         try:
             await resp.prepare(request)
             if first is not _END:
-                await resp.write(sse_event(encode(first)))
+                await resp.write(frame(encode(first)))
                 async for chunk in chunks:
-                    await resp.write(sse_event(encode(chunk)))
+                    await resp.write(frame(encode(chunk)))
         except ConnectionResetError:
             log.info("client left %s mid-stream", request.path)
             ctx.cancel()
@@ -294,7 +292,8 @@ class HttpEndpoint:
             payload = {**shown.to_dict(), "status": shown.status_code,
                        "kind": error_kind(shown)}
             try:
-                await resp.write(sse_event(orjson.dumps(payload), event="error"))
+                if framing.error is not None:
+                    await resp.write(framing.error(orjson.dumps(payload)))
             except ConnectionResetError:
                 return resp
         finally:

@@ -7,9 +7,11 @@ can never disagree with what the server accepts.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 from ..codecs.http_facet import HttpFacet
 from ..contract.descriptor import APISpec, ServiceSpec
@@ -52,9 +54,10 @@ def root_schema(api: APISpec, ref_template: str) -> dict[str, Any]:
     return api.root_adapter.json_schema(ref_template=ref_template)
 
 
-def output_schema(api: APISpec, ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
+def output_schema(api: APISpec, ref_template: str = "#/$defs/{model}",
+                  mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
     adapter: TypeAdapter[Any] = api.output.adapter
-    return adapter.json_schema(mode="serialization", ref_template=ref_template)
+    return adapter.json_schema(mode=mode, ref_template=ref_template)
 
 
 def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
@@ -85,15 +88,17 @@ def schema_json(spec: ServiceSpec) -> dict[str, Any]:
         if api.is_root:
             # BentoML's form: a root input is described by its own value's schema (a
             # model's object, a string, a file...), flagged `root_input`.
-            inp = _as_file_part(_inline_defs(root_schema(api, "#/$defs/{model}")))
+            inp = _as_file_part(bentoml_forms(_inline_defs(root_schema(api, "#/$defs/{model}"))))
             inp["root_input"] = True
             inp["root_field"] = api.root_field.name
         else:
-            inp = _inline_defs(input_schema(api))
+            inp = bentoml_forms(_inline_defs(input_schema(api)))
             props = inp.get("properties", {})
             for name in props:
                 props[name] = _as_file_part(props[name])
-        out = _inline_defs(output_schema(api))
+        # Validation mode, as BentoML publishes it: a file output is `type: file` (its
+        # client then saves the response as a file) where serialisation says "string".
+        out = bentoml_forms(_inline_defs(output_schema(api, mode="validation")))
         if api.output.stream:
             out["is_stream"] = True
         out.setdefault("media_type", _output_media(api))
@@ -115,10 +120,54 @@ def _as_file_part(schema: dict[str, Any]) -> dict[str, Any]:
     The server reads such a field from a multipart file part (or a raw body) as well as
     from base64 JSON; announcing it as a file lets BentoML's client, which cannot
     JSON-encode bytes, send it, and lets tensorwire's client skip the base64 detour.
+    Its `format` is "bytes" (a file's is "binary" or a media class), so that a client
+    can tell it is `bytes`, as the gRPC contract's `bytes` field says.
     """
     if schema.get("type") == "string" and schema.get("format") in ("base64url", "base64"):
-        return {**schema, "type": "file", "format": "binary"}
+        return {**schema, "type": "file", "format": "bytes"}
     return schema
+
+
+#: Tensor schemas carry one of these `format`s (see codecs.frameworks).
+_TENSOR_FORMATS = frozenset({"numpy-array", "torch-tensor", "tf-tensor"})
+_FRAME_FORMAT = "pandas-dataframe"
+#: Keys of a schema node that say what it is for rather than what it holds: kept.
+_DOC_KEYS = ("title", "description", "examples", "default")
+
+
+def bentoml_forms(node: Any) -> Any:
+    """Tensors and DataFrames in the form BentoML 1.4 publishes them, which its client
+    needs to serialise inputs and rebuild outputs:
+    `{"type": "tensor", "format": "numpy-array", "dtype": "float32", "shape": [1, 4]}`
+    and `{"type": "dataframe", "orient": "records", "columns": [...]}`.
+
+    The codecs describe them as nested arrays / objects (valid JSON Schema, what OpenAPI
+    shows); this is schema.json's own dialect. tensorwire's client reads both.
+    """
+    if isinstance(node, list):
+        return [bentoml_forms(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    fmt = node.get("format")
+    fmt = fmt if isinstance(fmt, str) else None  # a property called "format" is no format
+    if fmt in _TENSOR_FORMATS:
+        out: dict[str, Any] = {k: node[k] for k in _DOC_KEYS if k in node}
+        out.update({"type": "tensor", "format": fmt})
+        if "dtype" in node:
+            out["dtype"] = node["dtype"]
+        if "shape" in node:
+            out["shape"] = node["shape"]
+            if all(d >= 0 for d in node["shape"]):
+                out["dim"] = math.prod(node["shape"])
+        return out
+    if fmt == _FRAME_FORMAT:
+        out = {k: node[k] for k in _DOC_KEYS if k in node}
+        out.update({"type": "dataframe", "orient": node.get("orient", "records")})
+        for key in ("columns", "dtypes"):
+            if key in node:
+                out[key] = node[key]
+        return out
+    return {k: bentoml_forms(v) for k, v in node.items()}
 
 
 def _output_media(api: APISpec) -> str:
@@ -189,9 +238,19 @@ def _error_response(description: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}}}
 
 
+#: The bearer scheme, declared when auth is on, so that Swagger UI shows Authorize.
+BEARER = "bearerAuth"
+
+
 @functools.cache
-def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
-    """OpenAPI 3.1 document of the service (served at /docs.json)."""
+def openapi(spec: ServiceSpec, version: str = "0.1.0", *, auth: bool = False,
+            open_health: bool = True, root_path: str = "") -> dict[str, Any]:
+    """OpenAPI 3.1 document of the service (served at /docs.json).
+
+    With `auth`, every operation needs the bearer token (`security`), except the health
+    probes when they stay open; with a `root_path`, the server URL is that prefix, so
+    Swagger UI's calls behind a path-prefix proxy reach the server.
+    """
     schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
     for api in spec.apis.values():
@@ -223,14 +282,26 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0") -> dict[str, Any]:
             op["requestBody"] = _request_body(api, schemas)
         paths[api.route] = {"post": op}
     probe = {"responses": {"200": {"description": "OK"}, "503": {"description": "Not ready"}}}
+    open_probe = {"security": []} if auth and open_health else {}
     for route, what in (("/livez", "Liveness"), ("/readyz", "Readiness"), ("/healthz", "Health")):
-        paths[route] = {"get": {"summary": what, "tags": ["infrastructure"], **probe}}
+        paths[route] = {"get": {"summary": what, "tags": ["infrastructure"], **probe,
+                                **open_probe}}
     info: dict[str, Any] = {"title": spec.name, "version": version}
     if spec.doc and spec.doc.strip():
         info["description"] = spec.doc.strip()
-    return {
-        "openapi": "3.1.0",
-        "info": info,
-        "paths": openapi_files(paths),
-        "components": {"schemas": openapi_files(dict(sorted(schemas.items())))},
-    }
+    document: dict[str, Any] = {"openapi": "3.1.0", "info": info}
+    if root_path:
+        document["servers"] = [{"url": root_path}]
+    components: dict[str, Any] = {"schemas": openapi_files(dict(sorted(schemas.items())))}
+    if auth:
+        components["securitySchemes"] = {BEARER: {
+            "type": "http", "scheme": "bearer",
+            "description": "The server's token (--auth-token / TENSORWIRE_AUTH_TOKEN)."}}
+        document["security"] = [{BEARER: []}]
+        unauthorized = _error_response("Missing or wrong bearer token")
+        for item in paths.values():
+            if "post" in item:
+                item["post"]["responses"]["401"] = unauthorized
+    document["paths"] = openapi_files(paths)
+    document["components"] = components
+    return document

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
-from ..v1 import ROOT_INPUT, is_root_input
+from ..v1 import ROOT_INPUT, field_options_text, is_root_input
 from .parse import MAX_ENUM, MAX_FIELD
 
 _SCALARS = {
@@ -22,6 +22,9 @@ _SCALARS = {
     FDP.TYPE_BYTES: "bytes", FDP.TYPE_UINT32: "uint32", FDP.TYPE_SFIXED32: "sfixed32",
     FDP.TYPE_SFIXED64: "sfixed64", FDP.TYPE_SINT32: "sint32", FDP.TYPE_SINT64: "sint64",
 }
+
+#: File options printed (in this order) when set: what generators for other languages read.
+_FILE_OPTIONS = ("go_package", "java_package", "csharp_namespace")
 
 
 def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) -> str:
@@ -34,6 +37,12 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
     out.append("")
     out.append(f"package {fp.package};")
     out.append("")
+    options = [(name, getattr(fp.options, name)) for name in _FILE_OPTIONS
+               if fp.options.HasField(name)]
+    for name, value in options:
+        out.append(f'option {name} = "{value}";')
+    if options:
+        out.append("")
     for dep in fp.dependency:
         out.append(f'import "{dep}";')
     if fp.dependency:
@@ -98,7 +107,9 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
                 decl = f"optional {field_type(f, msg)}"
             else:
                 decl = field_type(f, msg)
-            out.append(f"{indent}{decl} {f.name} = {f.number};")
+            options = field_options_text(f.options) if f.HasField("options") else []
+            suffix = f" [{', '.join(options)}]" if options else ""
+            out.append(f"{indent}{decl} {f.name} = {f.number}{suffix};")
         if open_oneof is not None:
             out.append("  }")
         # DescriptorProto ranges end exclusive, EnumDescriptorProto ranges inclusive.

@@ -14,6 +14,9 @@ from ..errors import Unauthenticated
 
 HEALTH_PATHS = frozenset({"/livez", "/readyz", "/healthz"})
 METRICS_PATH = "/metrics"
+#: Swagger UI's page, its assets and the OpenAPI document it loads (see http.docs).
+DOCS_PATHS = frozenset({"/docs", "/docs.json", "/docs/static/swagger-ui-bundle.js",
+                        "/docs/static/swagger-ui.css", "/docs/static/favicon-32x32.png"})
 GRPC_HEALTH_SERVICE = "grpc.health.v1.Health"
 
 

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ..http.responses import error_response
 from ..settings import Settings
-from .bearer import HEALTH_PATHS, METRICS_PATH, BearerAuth
+from .bearer import DOCS_PATHS, HEALTH_PATHS, METRICS_PATH, BearerAuth
 
 log = logging.getLogger("tensorwire.http")
 
@@ -25,7 +25,8 @@ def secure_app(app: web.Application, settings: Settings) -> None:
     if settings.auth_token:
         app.middlewares.append(auth_middleware(
             BearerAuth(settings.auth_token),
-            open_paths(settings.auth_open_health, settings.auth_open_metrics)))
+            open_paths(settings.auth_open_health, settings.auth_open_metrics,
+                       settings.auth_open_docs)))
     if settings.cors_origins:
         Cors(settings.cors_origins).install(app)
 
@@ -47,12 +48,14 @@ def auth_middleware(auth: BearerAuth, open_paths: Iterable[str]):
     return bearer_auth
 
 
-def open_paths(health: bool, metrics: bool) -> set[str]:
+def open_paths(health: bool, metrics: bool, docs: bool = False) -> set[str]:
     paths: set[str] = set()
     if health:
         paths |= HEALTH_PATHS
     if metrics:
         paths.add(METRICS_PATH)
+    if docs:  # the page and the contract; every API call still needs the token
+        paths |= DOCS_PATHS
     return paths
 
 

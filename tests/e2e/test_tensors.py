@@ -187,17 +187,22 @@ def test_schema_documents_tensors_and_frames(pool: t.Any) -> None:
 
     iris = schema("iris")
     x = iris["classify"]["input"]["properties"]["x"]
-    assert (x["type"], x["format"], x["dtype"], x["shape"]) == (
-        "array", "torch-tensor", "float32", [1, 4])
-    assert iris["classify"]["output"]["format"] == "numpy-array"
+    # BentoML's own form of a tensor and a frame, which its client needs
+    assert (x["type"], x["format"], x["dtype"], x["shape"], x["dim"]) == (
+        "tensor", "torch-tensor", "float32", [1, 4], 4)
+    assert (iris["classify"]["output"]["type"], iris["classify"]["output"]["format"]) == (
+        "tensor", "numpy-array")
     frames = schema("frames")
     df = frames["totals"]["input"]["properties"]["df"]
-    assert (df["format"], df["orient"], df["required"]) == (
-        "pandas-dataframe", "columns", ["item", "qty", "price"])
+    assert (df["type"], df["orient"], df["columns"]) == (
+        "dataframe", "columns", ["item", "qty", "price"])
     vector = schema("retrieval")["nearest"]["input"]["properties"]["query"]["properties"]
     assert vector["vector"]["dtype"] == "float16"
     with urllib.request.urlopen(pool("iris").server.http_url + "/docs.json") as resp:
-        predict = json.loads(resp.read())["paths"]["/predict"]["post"]
+        paths = json.loads(resp.read())["paths"]
+    predict = paths["/predict"]["post"]
+    body = predict["requestBody"]["content"]["application/json"]["schema"]
+    assert (body["type"], body["items"]["maxItems"]) == ("array", 4)  # OpenAPI: JSON Schema
     assert set(predict["requestBody"]["content"]) == {"application/json", "application/x-npy"}
     assert set(predict["responses"]["200"]["content"]) == {"application/json",
                                                            "application/x-npy"}

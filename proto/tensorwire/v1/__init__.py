@@ -9,6 +9,7 @@ default pool themselves never collides with us.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -80,5 +81,93 @@ def is_root_input(options: Any) -> bool:
     data = options if isinstance(options, bytes) else options.SerializeToString()
     return bool(_MethodOptions.FromString(data).Extensions[ROOT_INPUT])
 
-__all__ = ["FILE_PROTO", "FILE_PROTOS", "POOL", "ROOT_INPUT", "DType", "DataFrame", "File",
-           "Tensor", "add_to_pool", "is_root_input", "root_input_options"]
+
+#: Field options (see types.proto): a Tensor field's declared dtype and shape, and the
+#: JSON Schema of a string field that holds JSON text.
+DTYPE_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.dtype")
+SHAPE_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.shape")
+JSON_SCHEMA_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.json_schema")
+_FieldOptions = message_factory.GetMessageClass(DTYPE_OPTION.containing_type)
+
+
+@dataclass(frozen=True)
+class FieldHints:
+    """What a field's tensorwire options say (None where an option is not set)."""
+
+    #: NumPy name of a Tensor field's declared dtype ("float32", "bfloat16", ...)
+    dtype: str | None = None
+    #: a Tensor field's declared shape, -1 for a free size
+    shape: tuple[int, ...] | None = None
+    #: the JSON Schema (text) of a string field that holds JSON text
+    json_schema: str | None = None
+
+
+def format_shape(dims: tuple[int, ...] | list[int]) -> str:
+    """`(2, 3)`, `(*, 4)`, `(4,)`, `()`: a tuple as Python writes it, `*` for -1."""
+    items = ["*" if d == -1 else str(d) for d in dims]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """The inverse of `format_shape`; ValueError for anything else."""
+    inner = text.strip()
+    if not (inner.startswith("(") and inner.endswith(")")):
+        raise ValueError(f"not a shape: {text!r}")
+    items = [p.strip() for p in inner[1:-1].split(",")]
+    if items and items[-1] == "":
+        items.pop()
+    return tuple(-1 if p == "*" else int(p) for p in items)
+
+
+def tensor_field_options(dtype: str | None, shape: tuple[int, ...] | None) -> bytes:
+    """Serialised FieldOptions declaring a Tensor field's dtype and shape."""
+    options = _FieldOptions()
+    if dtype is not None:
+        options.Extensions[DTYPE_OPTION] = DType.values_by_name[dtype.upper()].number
+    if shape is not None:
+        options.Extensions[SHAPE_OPTION] = format_shape(shape)
+    return options.SerializeToString()
+
+
+def json_field_options(json_schema: str) -> bytes:
+    """Serialised FieldOptions marking a string field as JSON text of this schema."""
+    options = _FieldOptions()
+    options.Extensions[JSON_SCHEMA_OPTION] = json_schema
+    return options.SerializeToString()
+
+
+def _field_options(options: Any) -> Any:
+    data = options if isinstance(options, bytes) else options.SerializeToString()
+    return _FieldOptions.FromString(data)
+
+
+def field_hints(options: Any) -> FieldHints:
+    """The hints in FieldOptions (of any pool, where our extensions may be unknown)."""
+    opts = _field_options(options)
+    ext = opts.Extensions
+    dtype = (DType.values_by_number[ext[DTYPE_OPTION]].name.lower()
+             if opts.HasExtension(DTYPE_OPTION) else None)
+    shape = parse_shape(ext[SHAPE_OPTION]) if opts.HasExtension(SHAPE_OPTION) else None
+    schema = ext[JSON_SCHEMA_OPTION] if opts.HasExtension(JSON_SCHEMA_OPTION) else None
+    return FieldHints(dtype, shape, schema)
+
+
+def field_options_text(options: Any) -> list[str]:
+    """The options as `.proto` source writes them in a field's brackets."""
+    opts = _field_options(options)
+    out = []
+    if opts.HasExtension(DTYPE_OPTION):
+        name = DType.values_by_number[opts.Extensions[DTYPE_OPTION]].name
+        out.append(f"({DTYPE_OPTION.full_name}) = {name}")
+    for ext in (SHAPE_OPTION, JSON_SCHEMA_OPTION):
+        if opts.HasExtension(ext):
+            text = opts.Extensions[ext].replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'({ext.full_name}) = "{text}"')
+    return out
+
+
+__all__ = ["DTYPE_OPTION", "FILE_PROTO", "FILE_PROTOS", "JSON_SCHEMA_OPTION", "POOL",
+           "ROOT_INPUT", "SHAPE_OPTION", "DType", "DataFrame", "FieldHints", "File", "Tensor",
+           "add_to_pool", "field_hints", "field_options_text", "format_shape",
+           "is_root_input", "json_field_options", "parse_shape", "root_input_options",
+           "tensor_field_options"]

@@ -1,36 +1,66 @@
-"""Run by test_bentoml_compat.py with BentoML 1.4's own client, in a throwaway venv.
+"""Run by test_bentoml_compat.py with BentoML 1.4's own clients, in a throwaway venv.
 
-Calls a tensorwire server's JSON, file and root-input APIs through BentoML's sync HTTP
-client (`bentoml.SyncHTTPClient`)
-and prints what came back (and the errors) as JSON. Not imported by the test suite.
+Makes every call of bentoml_calls.py through `bentoml.SyncHTTPClient` and
+`bentoml.AsyncHTTPClient` against tensorwire servers, and prints what came back (in
+bentoml_calls.norm's form) and the errors, as one JSON line. Not imported by the suite.
+
+    python bentoml_script.py '{"Quickstart": "http://127.0.0.1:3000", ...}' TMP_DIR
 """
 
+import asyncio
+import contextlib
+import inspect
 import json
 import pathlib
 import sys
 
 import bentoml
+from bentoml_calls import calls, norm  # beside this script
 
-# BentoML 1.4 names its HTTP client SyncHTTPClient (bentoml.SyncClient elsewhere).
-SyncClient = getattr(bentoml, "SyncClient", None) or bentoml.SyncHTTPClient
-quickstart, models, kitchen, tmp = sys.argv[1:5]
-out = {"bentoml": bentoml.__version__, "client": SyncClient.__name__}
-with SyncClient(quickstart) as client:
-    out["summarize"] = client.summarize(text="a b c d", max_words=2)
-    out["upper"] = client.upper("root input")
+urls, tmp = json.loads(sys.argv[1]), pathlib.Path(sys.argv[2])
+todo = calls(tmp)
+
+
+def run_sync() -> dict:
+    out = {}
+    clients = {name: bentoml.SyncHTTPClient(url) for name, url in urls.items()}
     try:
-        client.summarize(text="x", max_words=0)
-    except bentoml.exceptions.BentoMLException as exc:
-        out["error"] = {"status": int(exc.error_code), "text": str(exc)}
-with SyncClient(models) as client:
-    out["analyze"] = client.analyze(params={"text": "good shoes", "stars": 5})
-    out["search"] = client.search(query="red", top_k=1)
-    out["stats"] = client.stats([1, 2, 3])
-with SyncClient(kitchen) as client:
-    blob = pathlib.Path(tmp) / "blob.bin"
-    blob.write_bytes(bytes(range(256)) * 4)
-    out["digest_path"] = client.digest(data=blob, label="from a path")
-    # (BentoML 1.4's client cannot send an open file: it asserts typing.BinaryIO.)
-    out["digest_default"] = client.digest(data=blob)
-    out["raw_size"] = client.raw_size(blob)
-print(json.dumps(out))
+        for call in todo:
+            result = getattr(clients[call.service], call.api)(*call.args, **call.kwargs)
+            if inspect.isgenerator(result):
+                result = list(result)
+            out[call.id] = norm(result)
+        errors = {}
+        for name, service, api, kwargs in (
+                ("invalid", "Quickstart", "summarize", {"text": "x", "max_words": 0}),
+                ("internal", "ReviewAnalyzer", "fail", {"message": "db password"})):
+            try:
+                getattr(clients[service], api)(**kwargs)
+            except bentoml.exceptions.BentoMLException as exc:
+                errors[name] = {"status": int(exc.error_code), "text": str(exc)}
+        out["errors"] = errors
+    finally:
+        for client in clients.values():
+            client.close()
+    return out
+
+
+async def run_async() -> dict:
+    out = {}
+    async with contextlib.AsyncExitStack() as stack:  # set up on entering, closed on exit
+        clients = {name: await stack.enter_async_context(bentoml.AsyncHTTPClient(url))
+                   for name, url in urls.items()}
+        for call in todo:
+            if call.sync_only:
+                continue
+            result = getattr(clients[call.service], call.api)(*call.args, **call.kwargs)
+            if inspect.isasyncgen(result):
+                result = [item async for item in result]
+            else:
+                result = await result
+            out[call.id] = norm(result)
+    return out
+
+
+print(json.dumps({"bentoml": bentoml.__version__, "sync": run_sync(),
+                  "async": asyncio.run(run_async())}))

@@ -7,6 +7,7 @@ the same Python result, so the two protocols and the two clients cannot drift ap
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import hashlib
 import importlib
@@ -22,6 +23,7 @@ from examples.llm_stream import LanguageModel
 from examples.models import Review, ReviewAnalyzer
 from examples.quickstart import Quickstart
 from tensorwire.errors import InternalError
+from tests.support.client_calls import typed
 from tests.support.servers import ROOT, url_of
 
 from .services import Color, Item, Kitchen
@@ -161,7 +163,7 @@ CALLERS = {"sync": call_sync, "async": call_async}
 def test_every_example_answers_the_same(servers, case: Case, protocol: str, client_kind: str):
     url = url_of(servers[case.service], protocol)
     result = CALLERS[client_kind](url, case)
-    assert result == case.expect
+    assert typed(result) == typed(case.expect)  # types too: 300 is not 300.0
     if isinstance(case.expect, dt.datetime):
         assert result.utcoffset() == case.expect.utcoffset()
 
@@ -174,6 +176,16 @@ TABLES: dict[str, Callable[[Any], set[tuple[type, str]]]] = {
     "tests.e2e.clients.test_files_table": lambda m: {(c[1], c[0]) for c in m.CALLS},
     "tests.e2e.clients.test_tf_table": lambda m: {(m.TfOps, c[1]) for c in m.CALLS},
 }
+
+
+def _example(example: str) -> Any:
+    """examples/<example>.py, or a skip where a framework it needs is not installed."""
+    try:
+        return importlib.import_module(f"examples.{example}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] in {"examples", "tensorwire", "tests"}:
+            raise
+        pytest.skip(f"examples/{example}.py needs {exc.name}")
 
 
 def _services(module: Any) -> list[type]:
@@ -196,13 +208,7 @@ def test_the_tables_cover_every_api_of_every_example(example: str):
     installed) is skipped, as its table is."""
     from .test_errors import BAD
 
-    try:
-        module = importlib.import_module(f"examples.{example}")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] in {"examples", "tensorwire", "tests"}:
-            raise
-        pytest.skip(f"examples/{example}.py needs {exc.name}")
-    services = _services(module)
+    services = _services(_example(example))
     assert services, f"examples/{example}.py defines no service"
     covered: set[tuple[type, str]] = set()
     skipped: list[str] = []
@@ -218,3 +224,18 @@ def test_the_tables_cover_every_api_of_every_example(example: str):
     if missing and skipped:
         pytest.skip(f"{', '.join(missing)} only in tables skipped here: {'; '.join(skipped)}")
     assert not missing, f"not called by any client table: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_list_apis_says_the_same_on_both_protocols(servers, example: str):
+    """Docs, input and output type names of every example API: the HTTP contract
+    (schema.json) and the gRPC one (reflection) describe them alike. Only the address
+    differs, and whether inputs are required, which proto3 cannot say."""
+    for service in _services(_example(example)):
+        infos = {}
+        for protocol in ("http", "grpc"):
+            with tensorwire.SyncClient(url_of(servers[service], protocol)) as client:
+                infos[protocol] = [dataclasses.replace(a, address="", required=None)
+                                   for a in client.list_apis()]
+        assert infos["http"] == infos["grpc"]
+        assert all(a.doc for a in infos["grpc"]), "every example API has a docstring"

@@ -42,6 +42,16 @@ CALLS = [
     ("classify-numpy", iris.Iris, "classify", (), {"x": X}, PROBS),
     ("classify-torch", iris.Iris, "classify", (), {"x": torch.tensor(X)}, PROBS),
     ("predict-root-npy", iris.Iris, "predict", (X,), {}, PROBS),
+    # converted to the declared float32 by the client (same_kind casting), on both wires
+    ("classify-float64", iris.Iris, "classify", (), {"x": X.astype(np.float64)}, PROBS),
+    ("classify-list", iris.Iris, "classify", (), {"x": [[5.1, 3.5, 1.4, 0.2]]}, PROBS),
+    ("classify-ints", iris.Iris, "classify", (), {"x": [[5, 3, 1, 0]]},
+     ("ndarray", "float32", (1, 3), [[0.9425, 0.0573, 0.0002]])),
+    ("predict-root-float64", iris.Iris, "predict", (X.astype(np.float64),), {}, PROBS),
+    ("nearest-float32", descriptors.Retrieval, "nearest", (),
+     {"query": {"vector": [1.0, 0.0], "label": "q"}, "candidates": np.eye(2, dtype="f4")},
+     {"scores": ("ndarray", "float16", (2,), [1.0, 0.0]), "best": 0,
+      "query": {"vector": ("ndarray", "float16", (2,), [1.0, 0.0]), "label": "q"}}),
     ("species", iris.Iris, "species", (), {"x": np.vstack([X, X * 2])}, ["setosa", "setosa"]),
     ("nearest-float16", descriptors.Retrieval, "nearest", (),
      {"query": {"vector": np.array([1, 0], np.float16), "label": "q"},
@@ -76,6 +86,34 @@ def test_tensors_and_frames_answer_the_same(servers, id_, service, api, args, kw
                                             protocol, client_kind):
     url = url_of(servers[service], protocol)
     assert call(url, client_kind, api, args, kwargs) == expect
+
+
+@pytest.mark.parametrize(("api", "args", "kwargs", "loc"), [
+    ("classify", (), {"x": np.zeros((1, 4), complex)}, ["x"]),
+    ("classify", (), {"x": [[1j, 0, 0, 0]]}, ["x"]),
+    ("predict", (np.zeros((1, 4), complex),), {}, ["x"]),
+])
+def test_a_dtype_that_does_not_convert_is_the_same_error_on_both_protocols(
+        servers, api, args, kwargs, loc):
+    """complex -> float32 is no same_kind cast: refused before sending, in the same words."""
+    errors = {}
+    for protocol in ("http", "grpc"):
+        with tensorwire.SyncClient(url_of(servers[iris.Iris], protocol)) as client, \
+                pytest.raises(tensorwire.errors.InvalidArgument) as info:
+            getattr(client, api)(*args, **kwargs)
+        errors[protocol] = (type(info.value), info.value.message, info.value.detail)
+    assert errors["http"] == errors["grpc"]
+    assert [v["loc"] for v in errors["grpc"][2]] == [loc]
+    assert "expected dtype float32, got complex128" in errors["grpc"][1]
+
+
+def test_nested_tensor_errors_name_the_nested_field(servers):
+    for protocol in ("http", "grpc"):
+        with tensorwire.SyncClient(url_of(servers[descriptors.Retrieval], protocol)) as client, \
+                pytest.raises(tensorwire.errors.InvalidArgument) as info:
+            client.nearest(query={"vector": np.zeros(2, complex), "label": "q"},
+                           candidates=np.eye(2))
+        assert [v["loc"] for v in info.value.detail] == [["query", "vector"]], protocol
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -15,6 +15,7 @@ from tensorwire.client.frames import FrameKind
 from tensorwire.client.kinds import schema_kind
 from tensorwire.client.response import BytesPayload
 from tensorwire.client.tensors import NPY, TensorKind, dumps_npy
+from tensorwire.wire.field_error import FieldError
 
 UTC = dt.UTC
 DATE = {"type": "string", "format": "date-time"}
@@ -81,11 +82,13 @@ def test_tensor_json_and_npy_forms():
     assert out.dtype == np.float16 and out.shape == (2, 2)
     assert kind.accept.startswith(NPY)
     array = np.arange(6, dtype=np.int16).reshape(2, 3)
-    body = kind.body(array, None)
+    body = kind.body(array, None)  # converted to the declared dtype (same_kind casting)
     assert body.media_type == NPY
     decoded = asyncio.run(kind.from_payload(BytesPayload(body.data, NPY), None))
-    assert decoded.dtype == np.int16 and np.array_equal(decoded, array)
-    assert isinstance(kind.to_json(array), np.ndarray)  # orjson writes it natively
+    assert decoded.dtype == np.float16 and np.array_equal(decoded, array)
+    assert kind.to_json(array).dtype == np.float16  # orjson writes it natively
+    with pytest.raises(FieldError, match="expected dtype float16, got complex128"):
+        kind.to_json(np.zeros(2, complex))
     with pytest.raises(Exception, match="object"):
         dumps_npy(np.array([object()], dtype=object))
 
@@ -134,10 +137,16 @@ def test_frames_in_both_orients():
 
 
 def test_summaries():
-    assert jsonkinds.summarize({"type": "array", "items": {"type": "integer"}}) == \
-        "list[integer]"
+    """Python's names, as the gRPC transport gives them (tests/unit/client/test_protokinds.py)."""
+    assert jsonkinds.summarize({"type": "array", "items": {"type": "integer"}}) == "list[int]"
     assert jsonkinds.summarize({"enum": ["a", "b"]}) == "'a' | 'b'"
-    assert jsonkinds.summarize({"type": "file", "content_type": "audio/mp3"}) == \
-        "file (audio/mp3)"
+    assert jsonkinds.summarize({"type": "file", "content_type": "audio/mp3"}) == "file"
+    assert jsonkinds.summarize({"type": "file", "format": "bytes"}) == "bytes"
+    assert jsonkinds.summarize({"anyOf": [{"type": "number"}, {"type": "null"}]}) == "float"
+    assert jsonkinds.summarize({"type": "string", "format": "date-time"}) == "datetime"
+    assert jsonkinds.summarize({"type": "string", "format": "uuid"}) == "str"
+    assert jsonkinds.summarize({"type": "object", "additionalProperties": {
+        "type": "boolean"}}) == "dict[str, bool]"
+    assert jsonkinds.summarize({"type": "dataframe", "orient": "columns"}) == "DataFrame"
     assert schema_kind({"type": "array", "format": "numpy-array", "dtype": "float32",
                         "shape": [-1, 4]}).summary() == "tensor[float32, shape (-1, 4)]"

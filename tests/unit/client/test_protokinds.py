@@ -95,7 +95,8 @@ def test_every_standard_type_reaches_the_server_as_sent():
     assert got["when"] == WHEN
     assert got["span"] == dt.timedelta(seconds=1.5)
     assert got["counts"] == {"a": 1, "b": 2}
-    assert got["meta"] == {"deep": [1.0, {"x": None}]}
+    assert got["meta"] == {"deep": [1, {"x": None}]}
+    assert type(got["meta"]["deep"][0]) is int  # JSON text, not a double in a Value
     assert (got["note"], got["kind"], got["blob"]) == ("n", "dog", b"\x00\xff")
     assert got["any"] == [1, "two"] and got["ratio"] == 1.0 and got["flag"] is True
 
@@ -137,10 +138,38 @@ def test_responses_read_back_as_plain_python():
         messages.response_cls.FromString(reply.SerializeToString()), FILES)
     assert out == {
         "pets": [{"name": "a", "born": WHEN, "toys": []}], "mood": "happy",
-        "scores": {"x": 0.5}, "blob": b"\x01", "meta": {"k": [1.0, "v"]},
+        "scores": {"x": 0.5}, "blob": b"\x01", "meta": {"k": [1, "v"]},
         "span": dt.timedelta(minutes=2), "any": {"z": True}, "missing": None}
+    assert type(out["meta"]["k"][0]) is int  # as over HTTP, not 1.0
     plain = PROTO.messages["plain"]
     assert Output(plain.response_cls.DESCRIPTOR).decode(plain.response([3, 4]), FILES) == [3, 4]
+
+
+def test_summaries_use_the_names_the_http_contract_gives():
+    apis = {name: api.info() for name, api in APIS.items()}
+    assert apis["visit"].inputs == {
+        "pets": "list[Pet]", "mood": "'happy' | 'grumpy'", "when": "datetime",
+        "span": "timedelta", "counts": "dict[str, int]", "meta": "dict", "note": "str",
+        "kind": "'cat' | 'dog'", "blob": "bytes", "any": "any", "ratio": "float",
+        "flag": "bool"}
+    assert apis["visit"].output == (
+        "{pets: list[Pet], mood: 'happy' | 'grumpy', scores: dict[str, float], blob: bytes, "
+        "meta: dict, span: timedelta, any: any, missing: int}")
+    assert apis["plain"].output == "list[int]"
+
+
+def test_json_text_fields_carry_any_json_and_keep_ints():
+    messages = PROTO.messages["visit"]
+    msg = encode("visit", {"pets": [], "any": {"n": 2 ** 53 + 1, "f": 2.0, "l": [1, 2.5]}})
+    assert msg.any == "{\"n\":9007199254740993,\"f\":2.0,\"l\":[1,2.5]}"  # beyond a double
+    got = server_reads("visit", msg)["any"]
+    assert got == {"n": 2 ** 53 + 1, "f": 2.0, "l": [1, 2.5]}
+    assert [type(got["n"]), type(got["f"]), type(got["l"][0])] == [int, float, int]
+    bad = messages.request_cls(pets=[], any="{not json")
+    with pytest.raises(InvalidArgument) as info:
+        server_reads("visit", bad)
+    assert info.value.detail[0]["loc"] == ["any"]
+    assert info.value.detail[0]["type"] == "json_invalid"
 
 
 # ------------------------------------------------------------ hand-built descriptors

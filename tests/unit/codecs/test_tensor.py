@@ -184,8 +184,9 @@ def test_json_schema_says_array_format_dtype_and_shape() -> None:
     assert schema["shape"] == [1, 4]
     assert schema["minItems"] == schema["maxItems"] == 1
     assert schema["items"]["minItems"] == 4
+    assert schema["examples"] == [[[0.0, 0.0, 0.0, 0.0]]]  # zeros of the declared shape
     plain = adapter(np.ndarray).json_schema()
-    assert plain == {"type": "array", "format": "numpy-array"}
+    assert plain == {"type": "array", "format": "numpy-array", "examples": [[0.0]]}
 
 
 # ---------------------------------------------------------------------- Python mode

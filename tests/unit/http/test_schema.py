@@ -66,3 +66,44 @@ def test_schema_json_is_in_bentoml_client_form():
     assert routes["shout"]["input"]["root_input"] is True
     stream = schema_json(get_service_spec(LanguageModel))["routes"][0]
     assert stream["output"]["is_stream"] is True
+
+
+def test_tensor_examples_are_zeros_of_the_declared_shape_and_dtype():
+    """Swagger UI made `[[0, "NaN", 0, "NaN"]]` from the element schema; now every tensor
+    has an example the server accepts, unless the parameter gives its own."""
+    import pytest
+
+    iris = pytest.importorskip("examples.iris")
+    descriptors = pytest.importorskip("examples.descriptors")
+    doc = openapi(get_service_spec(iris.Iris))
+    body = doc["paths"]["/species"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["properties"]["x"]["examples"] == [[[0.0, 0.0, 0.0, 0.0]]]
+    root = doc["paths"]["/predict"]["post"]["requestBody"]["content"]["application/json"]
+    assert root["schema"]["examples"] == [[[0.0, 0.0, 0.0, 0.0]]]
+    classify = doc["paths"]["/classify"]["post"]["requestBody"]["content"]["application/json"]
+    assert classify["schema"]["properties"]["x"]["examples"] == [[[5.1, 3.5, 1.4, 0.2]]]
+    schemas = openapi(get_service_spec(descriptors.Retrieval))["components"]["schemas"]
+    assert schemas["Embedding"]["properties"]["vector"]["examples"] == [[0.0]]
+    assert "NaN" not in str([p.get("examples") for p in schemas["Embedding"]["properties"]
+                             .values()])
+
+
+def test_openapi_declares_the_bearer_scheme_when_auth_is_on():
+    spec = get_service_spec(TextGenerator)
+    assert "security" not in openapi(spec)
+    assert "securitySchemes" not in openapi(spec)["components"]
+    doc = openapi(spec, auth=True)
+    assert doc["components"]["securitySchemes"]["bearerAuth"] == {
+        **doc["components"]["securitySchemes"]["bearerAuth"], "type": "http",
+        "scheme": "bearer"}
+    assert doc["security"] == [{"bearerAuth": []}]
+    assert "401" in doc["paths"]["/complete"]["post"]["responses"]
+    assert doc["paths"]["/livez"]["get"]["security"] == []  # probes stay open
+    closed = openapi(spec, auth=True, open_health=False)
+    assert "security" not in closed["paths"]["/livez"]["get"]
+
+
+def test_openapi_server_url_is_the_root_path():
+    spec = get_service_spec(TextGenerator)
+    assert "servers" not in openapi(spec)
+    assert openapi(spec, root_path="/models/gen")["servers"] == [{"url": "/models/gen"}]

@@ -59,6 +59,8 @@ def test_config_file_from_env_var(tmp_path):
      ["https://a.example", "https://b.example"]),
     ({"TENSORWIRE_REQUEST_TIMEOUT": "2.5"}, "request_timeout", 2.5),
     ({"TENSORWIRE_AUTH_TOKEN": "s3cret"}, "auth_token", "s3cret"),
+    ({"TENSORWIRE_ROOT_PATH": "/models/iris"}, "root_path", "/models/iris"),
+    ({"TENSORWIRE_AUTH_OPEN_DOCS": "off"}, "auth_open_docs", False),
 ])
 def test_env_values_are_parsed_by_type(env, field, value):
     assert getattr(load_settings(env=env), field) == value
@@ -72,6 +74,8 @@ def test_env_values_are_parsed_by_type(env, field, value):
     ({"TENSORWIRE_LOG_FORMAT": "xml"}, "log_format"),
     ({"TENSORWIRE_TLS_CERT": "/x.pem"}, "tls_key"),
     ({"TENSORWIRE_HTTP_PORT": "70000"}, "http_port"),
+    ({"TENSORWIRE_ROOT_PATH": "models/"}, "root_path"),
+    ({"TENSORWIRE_ROOT_PATH": "/models/"}, "root_path"),
 ])
 def test_bad_values_fail_naming_the_setting(env, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -137,3 +141,10 @@ def test_readme_table_lists_every_setting():
     readme = (ROOT / "README.md").read_text()
     assert settings_table() in readme, "README settings table is stale: paste " \
         "`python -m tensorwire.ops.sources` into it"
+
+
+def test_root_path_from_a_flag_and_a_config_file(tmp_path):
+    cfg = write(tmp_path, 'root_path = "/from/file"\n')
+    assert load_settings(env={"TENSORWIRE_CONFIG": str(cfg)}).root_path == "/from/file"
+    args = _parser().parse_args(["serve", "m:C", "--root-path", "/from/flag"])
+    assert settings_from_args(args).root_path == "/from/flag"

@@ -109,9 +109,14 @@ def test_well_known_and_fallback_types():
     assert f["when"].type_name == ".google.protobuf.Timestamp"
     assert f["span"].type_name == ".google.protobuf.Duration"
     assert f["day"].type == FDP.TYPE_STRING  # its JSON form
-    assert f["grid"].type_name == ".google.protobuf.Value"  # nested lists
-    assert f["anything"].type_name == ".google.protobuf.Value"
-    assert f["blob"].type_name == ".google.protobuf.Struct"
+    # nested lists, Any and untyped dicts: a string of JSON text, marked by an option
+    # that holds the value's JSON Schema (google.protobuf.Value would turn 1 into 1.0)
+    for name, schema in (("grid", '{"items":{"items":{"type":"integer"},"type":"array"},'
+                                  '"type":"array"}'),
+                         ("anything", "{}"),
+                         ("blob", '{"additionalProperties":true,"type":"object"}')):
+        assert f[name].type == FDP.TYPE_STRING and f[name].proto3_optional, name
+        assert tensorwire.v1.field_hints(f[name].options).json_schema == schema, name
     assert f["by_key"].type_name.endswith("Everything.ByKeyEntry")
 
 
@@ -210,3 +215,54 @@ def test_field_metadata_in_annotated_keeps_constraints():
     assert api.fields[0].number == 4
     with pytest.raises(tensorwire.errors.InvalidArgument):
         Decoder(api).decode_json(b'{"x": 1}')
+
+
+def _options_of(service: type) -> dict[str, str]:
+    fp = ServiceProto(tensorwire.get_service_spec(service)).file_proto
+    return {name: getattr(fp.options, name)
+            for name in ("go_package", "java_package", "csharp_namespace")}
+
+
+def test_file_options_are_derived_from_the_proto_package():
+    assert _options_of(ReviewAnalyzer) == {
+        "go_package": "review_analyzer;reviewanalyzerpb",
+        "java_package": "review_analyzer",
+        "csharp_namespace": "ReviewAnalyzer",
+    }
+
+    @tensorwire.service(name="Gen", proto_package="acme.text_gen.v1")
+    class Gen:
+        @tensorwire.api
+        def m(self, x: int) -> int:
+            return x
+
+    assert _options_of(Gen) == {"go_package": "acme/text_gen/v1;textgenv1",
+                                "java_package": "acme.text_gen.v1",
+                                "csharp_namespace": "Acme.TextGen.V1"}
+
+
+def test_file_options_given_to_service_win_and_are_printed():
+    @tensorwire.service(name="Gen", proto_package="acme.gen",
+                        go_package="example.com/acme/gen;genpb",
+                        java_package="com.example.acme.gen")
+    class Gen:
+        @tensorwire.api
+        def m(self, x: int) -> int:
+            return x
+
+    assert _options_of(Gen) == {"go_package": "example.com/acme/gen;genpb",
+                                "java_package": "com.example.acme.gen",
+                                "csharp_namespace": "Acme.Gen"}
+    text = ServiceProto(tensorwire.get_service_spec(Gen)).proto_text()
+    assert 'option go_package = "example.com/acme/gen;genpb";' in text
+    assert 'option csharp_namespace = "Acme.Gen";' in text
+    assert tensorwire.get_service_spec(Gen).config == {}  # options, not free-form config
+
+
+def test_a_file_option_that_cannot_be_printed_is_a_type_error():
+    with pytest.raises(TypeError, match="go_package"):
+        @tensorwire.service(go_package='a"b')
+        class Bad:
+            @tensorwire.api
+            def m(self, x: int) -> int:
+                return x

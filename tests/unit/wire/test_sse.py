@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tensorwire.http.endpoint import sse_event
-from tensorwire.wire.sse import Event, SSEDecoder
+from tensorwire.wire.sse import Event, SSEDecoder, sse_event
 
 
 def feed_all(chunks):
