@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..codecs import FieldError, HttpBody, UnsupportedBody
 from ..codecs.http_facet import LENIENT_JSON, is_json_media
@@ -32,7 +33,7 @@ from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from ..wire.sse import sse_event
-from .parts import BodyPart, MultipartPart, media_type_of
+from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .responses import error_response, from_http_exception
 
 log = logging.getLogger("tensorwire.http")
@@ -227,8 +228,8 @@ class HttpEndpoint:
                     raise invalid_argument(exc.under(field.name)) from None
                 budget -= part.consumed
                 await raw.release()
-        except (ValueError, AssertionError) as exc:  # aiohttp's parse errors
-            raise InvalidArgument(f"malformed multipart body: {exc}") from None
+        except (ValueError, AssertionError, HttpProcessingError) as exc:  # aiohttp's parse errors
+            raise malformed_multipart(exc) from None
         if api.is_root and not values:
             return {}
         return values

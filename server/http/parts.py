@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
-from ..errors import PayloadTooLarge
+from ..errors import InvalidArgument, PayloadTooLarge
 
 CHUNK = 256 * 1024
 
@@ -87,6 +88,23 @@ class MultipartPart:
             async for chunk in self._chunks():
                 out.write(chunk)
         return self.consumed
+
+
+def malformed_multipart(exc: Exception) -> InvalidArgument:
+    """400 for what aiohttp's multipart reader refuses (its own exceptions are not
+    errors of ours and would escape as a 500).
+
+    An over-long part header line (past aiohttp's 8190 bytes) is named without echoing
+    it: the message quotes no client bytes.
+    """
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else "the limit of"
+        why = f"a part header line is longer than {limit} bytes"
+    elif isinstance(exc, HttpProcessingError):
+        why = exc.message
+    else:
+        why = str(exc)
+    return InvalidArgument(f"malformed multipart body: {why}")
 
 
 def _filename(disposition: str | None) -> str | None:
