@@ -33,6 +33,7 @@ from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from ..wire.sse import sse_event
+from .body import content_coding, read_body
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .responses import error_response, from_http_exception
 
@@ -143,8 +144,10 @@ class HttpEndpoint:
         length = request.content_length
         if length is None or length > self.max_size:
             return False
-        media = request.headers.get("Content-Type")
-        return media is None or media in _JSON_TYPES
+        headers = request.headers
+        media = headers.get("Content-Type")
+        # A compressed body is inflated by `body.read_body`, in bounded steps.
+        return (media is None or media in _JSON_TYPES) and "Content-Encoding" not in headers
 
     @staticmethod
     def _headers(body: HttpBody, ctx: Context) -> dict[str, str]:
@@ -162,6 +165,10 @@ class HttpEndpoint:
                                   f"{self.max_size} bytes")
         media = media_type_of(request.headers.get("Content-Type"))
         if media == _MULTIPART:
+            if content_coding(request) is not None:
+                raise UnsupportedMediaType(
+                    "a compressed multipart/form-data body is not supported; send it "
+                    "uncompressed (compress the files themselves)")
             values = await self.decode_multipart(request, ctx)
             return self.decoder.decode_values(values)
         if api.is_root:
@@ -180,7 +187,7 @@ class HttpEndpoint:
                                        f"{accepted}")
         if api.has_files:
             raise UnsupportedMediaType(f"{api.name} takes files: send multipart/form-data")
-        return self.decoder.decode_json(await request.read())
+        return self.decoder.decode_json(await read_body(request, self.max_size))
 
     async def decode_multipart(self, request: web.Request, ctx: Context) -> dict[str, Any]:
         """Parts streamed one at a time; each goes to its field's codec."""

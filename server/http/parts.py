@@ -9,6 +9,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
 from ..errors import InvalidArgument, PayloadTooLarge
+from .body import body_chunks, read_body
 
 CHUNK = 256 * 1024
 
@@ -32,19 +33,14 @@ class BodyPart:
         self.consumed = 0
 
     async def read(self) -> bytes:
-        try:
-            data = await self._request.read()  # client_max_size applies
-        except web.HTTPRequestEntityTooLarge:
-            raise PayloadTooLarge(f"request body exceeds {self.limit} bytes") from None
+        data = await read_body(self._request, self.limit)  # inflated if compressed
         self.consumed = len(data)
         return data
 
     async def save(self, path: Path) -> int:
         with open(path, "wb") as out:
-            async for chunk in self._request.content.iter_chunked(CHUNK):
+            async for chunk in body_chunks(self._request, self.limit):
                 self.consumed += len(chunk)
-                if self.consumed > self.limit:
-                    raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
                 out.write(chunk)
         return self.consumed
 

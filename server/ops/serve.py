@@ -69,7 +69,8 @@ class Server:
             # the queue) instead of running for nobody.
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
                                          shutdown_timeout=CLOSE_TIMEOUT,
-                                         handler_cancellation=True)
+                                         handler_cancellation=True,
+                                         auto_decompress=False)
             await self._runner.setup()
             site = web.TCPSite(self._runner, s.host, s.http_port,
                                reuse_port=True if shared else None,
