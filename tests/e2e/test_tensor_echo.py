@@ -18,7 +18,7 @@ from tensorwire.validators import DType
 from tensorwire.wire import dtypes
 from tests.support.servers import serving
 from tests.support.tensor_wire import Sender
-from tests.unit.test_tensor_properties import same_bits, tensors
+from tests.unit.codecs.test_tensor_properties import same_bits, tensors
 
 
 def _echo_service() -> type:
