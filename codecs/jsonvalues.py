@@ -25,7 +25,7 @@ class JsonValueProto(MessageProto):
         return value_to_python(raw)
 
     def fill(self, value: Any, msg: Any) -> None:
-        dumped = self.codec.adapter.dump_python(value, mode="json", warnings=False)
+        dumped = self.codec.serializer.to_python(value, mode="json", warnings=False)
         python_to_value(dumped, msg)
 
 
@@ -39,14 +39,19 @@ class StructProto(MessageProto):
         return struct_to_python(raw)
 
     def fill(self, value: Any, msg: Any) -> None:
-        dumped = self.codec.adapter.dump_python(value, mode="json", warnings=False)
+        dumped = self.codec.serializer.to_python(value, mode="json", warnings=False)
         python_to_struct(dumped, msg)
 
 
 class JsonValueCodec(Codec):
-    """`Any`, and every type with no direct protobuf form: its JSON form everywhere."""
+    """`Any`, and every type with no direct protobuf form: its JSON form everywhere.
+
+    NaN and infinity have no JSON form: refused in, a server error out (`codecs.finite`;
+    `google.protobuf.Value` refuses them too, see `wire.wellknown`).
+    """
 
     validates_output = True
+    unchecked_floats = True
 
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)

@@ -24,11 +24,13 @@ from pydantic.errors import PydanticSchemaGenerationError
 from ..validators import ContentType, FieldNumber
 from .containers import ListCodec, MapCodec, OptionalCodec
 from .core import Codec
+from .finite import allows_nonfinite
 from .jsonvalues import JsonListCodec, JsonValueCodec, StructCodec
 from .markers import FAMILY_MARKERS, CodecMarker
 from .models import ModelCodec
 from .scalars import (
     BytesCodec,
+    FloatCodec,
     ScalarCodec,
     StrCodec,
     StringFormCodec,
@@ -198,7 +200,7 @@ def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any
     if issubclass(base, int):
         return ScalarCodec(base, base, int)
     if issubclass(base, float):
-        return ScalarCodec(base, base, float)
+        return FloatCodec(base, allows_nonfinite(metadata))
     if issubclass(base, dt.datetime):
         return DatetimeCodec(base)
     if issubclass(base, dt.timedelta):

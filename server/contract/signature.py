@@ -38,12 +38,15 @@ _STREAM_ORIGINS = (
 )
 
 #: pydantic config of every generated input model: unknown fields are errors (a typo
-#: must not silently fall back to a default) and bytes travel as base64 in JSON.
+#: must not silently fall back to a default), bytes travel as base64 in JSON, and NaN
+#: and infinity are refused unless a parameter opts in (`allow_inf_nan=True`; see
+#: tensorwire.codecs.finite, which covers models of the user's and `Any` too).
 INPUT_CONFIG = ConfigDict(
     extra="forbid",
     val_json_bytes="base64",
     ser_json_bytes="base64",
     protected_namespaces=(),
+    allow_inf_nan=False,
 )
 
 
@@ -208,7 +211,7 @@ def _root_config(f: FieldSpec) -> ConfigDict | None:
     # A model type carries its own config; TypeAdapter refuses a second one.
     if isinstance(f.codec, ModelCodec):
         return None
-    return ConfigDict(val_json_bytes="base64", ser_json_bytes="base64")
+    return ConfigDict(val_json_bytes="base64", ser_json_bytes="base64", allow_inf_nan=False)
 
 
 def _field_info(p: inspect.Parameter, fail: Any) -> FieldInfo:

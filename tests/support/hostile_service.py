@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field
 
 import tensorwire
+from tensorwire.validators import DType
 
 #: What `kind` names in the APIs that produce a number.
 VALUES = {"finite": 1.5, "nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -26,14 +27,25 @@ class Reading(BaseModel):
 
 
 class LenientReading(BaseModel):
-    """A model that opts all its floats in (pydantic's own model config)."""
+    """A model that opts all its floats in (pydantic's own model config), and writes
+    them in JSON as "NaN" / "Infinity" (pydantic's default would write null)."""
 
-    model_config = ConfigDict(allow_inf_nan=True)
+    model_config = ConfigDict(allow_inf_nan=True, ser_json_inf_nan="strings")
     value: float
+    history: list[float] = []
 
 
 class Mixed(BaseModel):
+    """One float opted in, one not."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
     strict: float
+    loose: float = Field(0.0, allow_inf_nan=True)
+
+
+class Silent(BaseModel):
+    """Opts a float in but keeps pydantic's JSON default (NaN written as null)."""
+
     loose: float = Field(0.0, allow_inf_nan=True)
 
 
@@ -101,7 +113,7 @@ class Hostile:
         return m
 
     @tensorwire.api
-    def vector(self, x: np.ndarray) -> np.ndarray:
+    def vector(self, x: t.Annotated[np.ndarray, DType("float64")]) -> np.ndarray:
         """Tensors keep their documented non-finite form ("NaN", "Infinity")."""
         return x
 
@@ -129,6 +141,14 @@ class Hostile:
     @tensorwire.api
     def make_mixed(self, kind: Kind) -> Mixed:
         return Mixed(strict=1.0, loose=VALUES[kind])
+
+    @tensorwire.api
+    def make_lenient(self, kind: Kind) -> LenientReading:
+        return LenientReading(value=VALUES[kind], history=[0.5, VALUES[kind]])
+
+    @tensorwire.api
+    def make_silent(self, kind: Kind) -> Silent:
+        return Silent(loose=VALUES[kind])
 
     @tensorwire.api
     def make_tensor(self, kind: Kind) -> np.ndarray:
