@@ -179,10 +179,16 @@ class Codec:
 
     def dump_json(self, value: Any) -> bytes:
         """JSON of an output value (as `output_value` gave it); a NaN or infinity the
-        contract does not allow is a server error, never `null`."""
-        if self.unchecked_floats:
+        contract does not allow is a server error, never `null`.
+
+        The value is walked only when the JSON could hide one: a model of the user's
+        writes it as `null` or, by its own config, as a "NaN" string.
+        """
+        data = self.serializer.to_json(value)
+        words = b"NaN" in data or b"Infinity" in data
+        if self.unchecked_floats and (words or b"null" in data):
             refuse_nonfinite_output(value, writing_json=True)
-        return checked_json(self.serializer.to_json(value))
+        return checked_json(data) if words else data
 
     def output_value(self, value: Any) -> Any:
         """An output value as every wire writes it.

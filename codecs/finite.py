@@ -26,15 +26,17 @@ How. Floats in the API's own schemas (parameters, lists and maps of floats) are 
 by pydantic itself: the generated input model sets `allow_inf_nan=False`. Models of the
 user's keep their own config and their own compiled validators and serializers (pydantic
 reuses those inside any other schema), and `Any` is never checked; values of codecs
-with `unchecked_floats` are therefore walked (`find_nonfinite`) after validation and
-before they are written as JSON, a few hundred nanoseconds for a small model. JSON
-output is written with `ser_json_inf_nan="constants"`, so a stray float shows as a bare
-token that `checked_json` refuses (a substring search; a parse only when "NaN" or
-"Infinity" occurs at all). Over gRPC a double is checked as it is written (`finite`).
+with `unchecked_floats` are therefore walked (`find_nonfinite`, only the fields that can
+hold a float) after validation. JSON output is written with
+`ser_json_inf_nan="constants"`, so a stray float shows as a bare token that
+`checked_json` refuses; `Codec.dump_json` parses or walks only when a substring search
+finds "NaN", "Infinity" or (where a model of the user's may have written one) `null`.
+Over gRPC a double is checked as it is written (`finite`).
 """
 
 from __future__ import annotations
 
+import collections.abc as cabc
 import functools
 import math
 import types
@@ -87,20 +89,47 @@ def loosen(annotation: Any) -> Any:
 
 
 # ------------------------------------------------------------------ walking values
+_CONTAINERS = (list, tuple, set, frozenset, dict, cabc.Sequence, cabc.MutableSequence,
+               cabc.Set, cabc.Collection, cabc.Iterable, cabc.Mapping, cabc.MutableMapping)
+
+
+def _may_hold_floats(annotation: Any) -> bool:
+    """Whether a value of `annotation` can hold a float the walk should look at: floats,
+    `Any`, containers and unions of them, and models (which answer for themselves).
+    Scalars of other types, and family types (tensors carry NaN faithfully), cannot."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is Any or annotation is object:
+        return True
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(a, float) for a in args)
+    if origin in (typing.Union, types.UnionType) or origin in _CONTAINERS:
+        return not args or any(a is not Ellipsis and _may_hold_floats(a) for a in args)
+    if annotation in _CONTAINERS:
+        return True  # a bare `dict` / `list`: anything inside
+    if isinstance(annotation, type):  # not other scalars, tensors, frames, images, files
+        return issubclass(annotation, float | BaseModel)
+    return True  # a type form we do not know: look
+
+
 @functools.cache
-def _model_plan(model: type[BaseModel]) -> tuple[bool, bool, tuple[tuple[str, str, bool], ...]]:
-    """(model opts in, model writes "NaN" strings, ((attribute, loc key, opted in), ...))."""
+def _model_plan(model: type[BaseModel]) -> tuple[bool, tuple[tuple[str, str, bool], ...]]:
+    """(model writes "NaN" strings, ((attribute, loc key, opted in), ...)) for the fields
+    of a model class that may hold floats."""
     config = model.model_config
     loose = config.get("allow_inf_nan") is True
     strings = config.get("ser_json_inf_nan") == "strings"
     fields = tuple(
         (name, info.alias if isinstance(info.alias, str) else name,
          loose or allows_nonfinite(tuple(info.metadata)))
-        for name, info in model.model_fields.items())
-    return loose, strings, fields
+        for name, info in model.model_fields.items()
+        if _may_hold_floats(info.annotation))
+    return strings, fields
 
 
-def find_nonfinite(value: Any, *, writing_json: bool = False, loose: bool = False
+def find_nonfinite(value: Any, writing_json: bool = False, loose: bool = False
                    ) -> list[str | int] | None:
     """The path to the first NaN or infinity in `value` that is not allowed, else None.
 
@@ -114,23 +143,27 @@ def find_nonfinite(value: Any, *, writing_json: bool = False, loose: bool = Fals
     if kind in _ATOMS:
         return None
     if isinstance(value, BaseModel):
-        _, strings, fields = _model_plan(kind)
+        strings, fields = _model_plan(kind)
         attrs = value.__dict__
+        opt_ok = strings or not writing_json
         for name, key, opted in fields:
-            hit = find_nonfinite(attrs.get(name), writing_json=writing_json,
-                                 loose=opted and (strings or not writing_json))
+            hit = find_nonfinite(attrs.get(name), writing_json, opted and opt_ok)
             if hit is not None:
                 return [key, *hit]
         return None
     if isinstance(value, dict):
         for k, v in value.items():
-            hit = find_nonfinite(v, writing_json=writing_json, loose=loose)
+            if type(v) in _ATOMS:
+                continue
+            hit = find_nonfinite(v, writing_json, loose)
             if hit is not None:
                 return [k, *hit]
         return None
     if isinstance(value, list | tuple | set | frozenset):
         for i, v in enumerate(value):
-            hit = find_nonfinite(v, writing_json=writing_json, loose=loose)
+            if type(v) in _ATOMS:
+                continue
+            hit = find_nonfinite(v, writing_json, loose)
             if hit is not None:
                 return [i, *hit]
     return None
@@ -138,7 +171,7 @@ def find_nonfinite(value: Any, *, writing_json: bool = False, loose: bool = Fals
 
 def refuse_nonfinite_output(value: Any, *, writing_json: bool) -> None:
     """InternalError when an output holds a NaN or infinity the contract does not allow."""
-    hit = find_nonfinite(value, writing_json=writing_json)
+    hit = find_nonfinite(value, writing_json)
     if hit is not None:
         where = ".".join(str(p) for p in hit) or "the value"
         raise InternalError(
@@ -185,8 +218,6 @@ def output_serializer(adapter: TypeAdapter[Any]) -> SchemaSerializer:
 def checked_json(data: bytes) -> bytes:
     """`data` (JSON from an `output_serializer`) unless it holds a bare NaN or Infinity
     token, which no JSON parser reads: InternalError then."""
-    if b"NaN" not in data and b"Infinity" not in data:
-        return data
     try:
         orjson.loads(data)  # strict JSON: fails exactly on the bare tokens
     except orjson.JSONDecodeError:

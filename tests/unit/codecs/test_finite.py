@@ -11,6 +11,7 @@ from pydantic import AllowInfNan, BaseModel, ConfigDict, Field
 
 from tensorwire.codecs import codec_for
 from tensorwire.codecs.finite import (
+    _model_plan,
     allows_nonfinite,
     checked_json,
     find_nonfinite,
@@ -129,3 +130,41 @@ def test_loosen_opts_in_the_floats_of_a_lenient_model():
     fields = {f.name: f.codec for f in codec_for(Lenient).fields}
     assert math.isnan(fields["value"].proto.to_proto(NAN))
     assert fields["values"].item.proto.to_proto(INF) == INF
+
+
+class StringsButStrict(BaseModel):
+    """Writes NaN as "NaN" by its config, yet does not opt the field in."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+    value: float = 0.0
+
+
+class Quiet(BaseModel):
+    note: str | None = None
+    value: float = 0.0
+
+
+@pytest.mark.parametrize("value", [
+    Quiet(value=NAN),  # pydantic writes null: looked at because null appears
+    Quiet(note=None, value=INF),
+    StringsButStrict(value=NAN),  # written as "NaN": looked at because the word appears
+    [Quiet(), Quiet(value=-INF)],
+])
+def test_model_json_that_could_hide_a_nonfinite_value_is_walked(value):
+    codec = codec_for(type(value) if not isinstance(value, list) else list[Quiet])
+    with pytest.raises(InternalError, match="NaN or infinity at"):
+        codec.dump_json(value)
+
+
+def test_only_fields_that_can_hold_floats_are_walked():
+    class Shapes(BaseModel):
+        name: str
+        count: int
+        tags: list[str]
+        scores: list[float]
+        meta: dict
+        inner: Inner | None = None
+        ratio: float | None = None
+
+    _, fields = _model_plan(Shapes)
+    assert [name for name, _, _ in fields] == ["scores", "meta", "inner", "ratio"]
