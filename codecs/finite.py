@@ -44,7 +44,7 @@ import typing
 from typing import Annotated, Any, get_args, get_origin
 
 import orjson
-from pydantic import AllowInfNan, BaseModel, TypeAdapter
+from pydantic import AllowInfNan, BaseModel, TypeAdapter, WithJsonSchema
 from pydantic_core import CoreSchema, SchemaSerializer, core_schema
 
 from ..errors import InternalError
@@ -226,6 +226,12 @@ def checked_json(data: bytes) -> bytes:
             "numbers (JSON cannot carry them); opt in with allow_inf_nan=True to send "
             'them as "NaN" / "Infinity"') from None
     return data  # the words were inside strings
+
+
+#: The JSON Schema of an opted-in float: a number or one of the strings it is written as
+#: (the form tensor elements document, `codecs.tensor`).
+NONFINITE_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]})
 
 
 # ------------------------------------------------------------------ protobuf doubles

@@ -24,7 +24,7 @@ from pydantic.errors import PydanticSchemaGenerationError
 from ..validators import ContentType, FieldNumber
 from .containers import ListCodec, MapCodec, OptionalCodec
 from .core import Codec
-from .finite import allows_nonfinite
+from .finite import NONFINITE_SCHEMA, allows_nonfinite
 from .jsonvalues import JsonListCodec, JsonValueCodec, StructCodec
 from .markers import FAMILY_MARKERS, CodecMarker
 from .models import ModelCodec
@@ -285,6 +285,8 @@ def pydantic_annotation(annotation: Any) -> Any:
     base, metadata = split_annotated(annotation)
     if any(isinstance(m, CodecMarker) for m in metadata):
         return annotation
+    if isinstance(base, type) and issubclass(base, float) and allows_nonfinite(metadata):
+        metadata = (*metadata, NONFINITE_SCHEMA)  # the contract shows "NaN", "Infinity"
     origin = get_origin(base)
     target = origin if origin is not None else base
     if any(f.matches(target) for f in _FAMILIES):

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from ..codecs import codec_for, pydantic_annotation
 from ..codecs.containers import OptionalCodec
+from ..codecs.finite import NONFINITE_SCHEMA, allows_nonfinite
 from ..codecs.models import ModelCodec
 from ..codecs.registry import split_annotated
 from ..context import Context
@@ -276,13 +277,23 @@ def _field_spec(name: str, annotation: Any, info: FieldInfo, kind: str, fail: An
 
 
 def _input_model(model_name: str, fields: list[FieldSpec], fail: Any) -> type[BaseModel]:
-    definitions = {f.name: (pydantic_annotation(f.annotation), f.info) for f in fields}
+    definitions = {f.name: (_with_nonfinite_schema(f), f.info) for f in fields}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "field shadows a BaseModel attribute"
             return create_model(model_name, __config__=INPUT_CONFIG, **definitions)
     except Exception as exc:
         fail(f"cannot build the input model: {exc}")
+
+
+def _with_nonfinite_schema(f: FieldSpec) -> Any:
+    """The field's pydantic annotation; a float opted in by `Field(allow_inf_nan=True)`
+    documents the strings it may come as, as `Annotated[float, AllowInfNan()]` does."""
+    annotation = pydantic_annotation(f.annotation)
+    base, _ = split_annotated(f.annotation)
+    if isinstance(base, type) and issubclass(base, float) and allows_nonfinite((f.info,)):
+        return typing.Annotated[annotation, NONFINITE_SCHEMA]
+    return annotation
 
 
 def _output_spec(annotation: Any, output_spec: type[BaseModel] | None, fail: Any) -> OutputSpec:

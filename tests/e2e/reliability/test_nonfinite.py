@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.grpc_calls import GrpcCaller, error_locs
 from tests.support.hostile_service import Hostile
-from tests.support.http_calls import post, sse_events
+from tests.support.http_calls import get, post, sse_events
 from tests.support.servers import serving
 
 NAN, INF = math.nan, math.inf
@@ -226,3 +226,21 @@ def test_streamed_nonfinite_chunk_ends_the_stream_with_an_error(server, caller):
             chunks.append(chunk)
     assert chunks == [1.0]
     assert exc.value.code() == grpc.StatusCode.INTERNAL
+
+
+def test_the_contract_shows_where_the_strings_may_come(server):
+    doc = get(f"{server.http_url}/docs.json").json()
+    nonfinite = {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}
+
+    def request_x(path: str) -> dict:
+        body = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        return body["schema"]["properties"]["x"]
+
+    def response(path: str) -> dict:
+        return doc["paths"][path]["post"]["responses"]["200"]["content"][
+            "application/json"]["schema"]
+
+    for path in ("/loose", "/loose_field"):
+        assert {k: v for k, v in request_x(path).items() if k != "title"} == nonfinite
+    assert response("/make_loose") == nonfinite
+    assert request_x("/scale")["type"] == "number" and response("/make") == {"type": "number"}
