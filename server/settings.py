@@ -60,6 +60,8 @@ class Settings:
                                  "head (from connecting, or from its first byte on a "
                                  "kept-alive connection; then 408 and closed) and to "
                                  "finish gRPC's connection handshake (0: none)")
+    http_body_timeout: float = _opt(60.0, "seconds a request body may stop arriving "
+                                    "before the connection is closed (0: none)")
     http_keepalive_timeout: float = _opt(75.0, "seconds an idle HTTP keep-alive "
                                          "connection stays open between requests; keep "
                                          "it above a load balancer's idle timeout")
@@ -104,8 +106,8 @@ class Settings:
                 problems.append(f"{name} must be at least 1")
         for name in ("max_part_size", "max_concurrency", "retry_after", "request_timeout",
                      "graceful_timeout", "batch_queue_items", "header_timeout",
-                     "http_keepalive_timeout", "max_connections", "grpc_max_connection_idle",
-                     "grpc_max_concurrent_streams"):
+                     "http_body_timeout", "http_keepalive_timeout", "max_connections",
+                     "grpc_max_connection_idle", "grpc_max_concurrent_streams"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative")
         if self.log_level not in LOG_LEVELS:

@@ -22,7 +22,12 @@ without limit: idle sockets could use up a worker's file descriptors. Here:
   descriptor is back before any request could be read. Envoy's edge guide caps a
   listener at 10000; uvicorn and aiohttp have no cap.
 
-The request body is not under `header_timeout`; `request_timeout` bounds the method.
+- `http_body_timeout` (default 60 s, nginx's `client_body_timeout`): a request body that
+  stops arriving for that long (while the server is ready to read it) closes the
+  connection. Envoy's edge guide uses 300 s (`stream_idle_timeout`); uvicorn and
+  aiohttp wait forever.
+
+`request_timeout` bounds the method once the request has arrived.
 Serve the app with `runner()` (it also turns off aiohttp's own inflation of compressed
 bodies, which `tensorwire.http.body` does in bounded steps).
 """
@@ -62,6 +67,7 @@ class ConnectionGuard:
 
     header_timeout: float
     max_connections: int
+    body_timeout: float = 0.0
     retry_after: int = 1
     #: Connections open now (the refused ones too, until they are closed).
     open: int = 0
@@ -71,7 +77,8 @@ class ConnectionGuard:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ConnectionGuard:
-        return cls(settings.header_timeout, settings.max_connections, settings.retry_after)
+        return cls(settings.header_timeout, settings.max_connections,
+                   settings.http_body_timeout, settings.retry_after)
 
     def __post_init__(self) -> None:
         self.busy = _response(
@@ -93,14 +100,15 @@ class ConnectionGuard:
 
 
 class GuardedHandler(web.RequestHandler):
-    """aiohttp's protocol with a request-head deadline and the connection cap.
+    """aiohttp's protocol with a request-head deadline, a body idle timeout and the
+    connection cap.
 
     It reads two facts of its base: `_waiter` is pending while the connection waits for
     the next request (aiohttp's own keep-alive check reads it the same way) and
-    `_messages` holds request heads parsed and not yet handled.
+    `_messages` holds the (head, body stream) of requests parsed and not yet handled.
     """
 
-    __slots__ = ("_guard", "_head_started", "_head_timer")
+    __slots__ = ("_body", "_body_timer", "_guard", "_head_started", "_head_timer", "_last_read")
 
     def __init__(self, manager: web.Server, *, guard: ConnectionGuard, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -108,6 +116,10 @@ class GuardedHandler(web.RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         #: Whether any byte of the awaited head has arrived (408, else a silent close).
         self._head_started = False
+        #: The body being received, and when the last bytes came (`http_body_timeout`).
+        self._body: Any = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._last_read = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -125,12 +137,21 @@ class GuardedHandler(web.RequestHandler):
             self._arm()  # the first bytes of the next request on a kept-alive connection
         if self._head_timer is not None:
             self._head_started = True
+        self._last_read = self._loop.time()
         super().data_received(data)
-        if self._head_timer is not None and self._messages:
-            self._disarm()  # a whole head arrived in time
+        if self._messages:
+            if self._head_timer is not None:
+                self._disarm()  # a whole head arrived in time
+            body = self._messages[-1][1]
+            if self._body is not body and not body.is_eof():
+                self._watch_body(body)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._body = None
         self._guard.open -= 1
         super().connection_lost(exc)
 
@@ -149,6 +170,29 @@ class GuardedHandler(web.RequestHandler):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+    def _watch_body(self, body: Any) -> None:
+        """Close the connection if `body` stops arriving for `body_timeout` seconds."""
+        self._body = body
+        timeout = self._guard.body_timeout
+        if timeout > 0 and self._body_timer is None:
+            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+
+    def _body_idle(self) -> None:
+        self._body_timer = None
+        body, transport = self._body, self.transport
+        if body is None or body.is_eof() or transport is None:
+            self._body = None
+            return
+        timeout = self._guard.body_timeout
+        now = self._loop.time()
+        if not transport.is_reading():  # paused by us (back-pressure): not the client
+            self._last_read = now
+        if now - self._last_read < timeout:
+            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+            return
+        log.info("closed a connection whose request body stalled for %g s", timeout)
+        self.force_close()  # a response may be under way: no 408 written into it
 
     def _head_late(self) -> None:
         self._head_timer = None

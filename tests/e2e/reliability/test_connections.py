@@ -123,6 +123,27 @@ def test_requests_in_time_are_untouched(heads):
         assert parse_reply(read_until_closed(sock, WAIT)).body == b"hi"
 
 
+def test_a_stalled_body_closes_the_connection():
+    with serving(Hostile, header_timeout=LONG, http_body_timeout=1.0) as server, \
+            connect(server.http_port) as sock:
+        head = ECHO.split(b"\r\n\r\n")[0].replace(b"Content-Length: 14",
+                                                    b"Content-Length: 100")
+        sock.sendall(head + b'\r\n\r\n{"text": ')  # then nothing more
+        read_until_closed(sock, WAIT)
+
+
+def test_a_slow_steady_body_is_not_a_stalled_one():
+    with serving(Hostile, header_timeout=LONG, http_body_timeout=1.0) as server, \
+            connect(server.http_port) as sock:
+        body = b'{"text": "' + b"x" * 40 + b'"}'
+        sock.sendall(http_request("/echo", b"", {"Content-Type": "application/json"})
+                     .replace(b"Content-Length: 0", f"Content-Length: {len(body)}".encode()))
+        for i in range(0, len(body), 8):  # 7 pieces, 0.4 s apart: 2.8 s in all
+            time.sleep(0.4)
+            sock.sendall(body[i:i + 8])
+        assert parse_reply(read_until_closed(sock, WAIT)).body == b"x" * 40
+
+
 def test_idle_keep_alive_connection_is_closed():
     with serving(Hostile, header_timeout=LONG, http_keepalive_timeout=1.0) as server:
         with connect(server.http_port) as sock:
