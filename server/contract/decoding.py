@@ -35,7 +35,8 @@ class Decoder:
         # (codecs.finite): models of the user's and JSON values; an `input_spec` model
         # is the user's own, so all of it.
         self._walk_all = api.input_shape == "input_spec"
-        self._walk = tuple(f.name for f in api.fields if f.codec.unchecked_floats)
+        self._walk = () if self._walk_all else tuple(
+            f.name for f in api.fields if f.codec.unchecked_floats)
 
     def decode_json(self, body: bytes) -> dict[str, Any]:
         """Validated keyword arguments from a JSON object body, parsed once from bytes."""

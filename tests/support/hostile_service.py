@@ -112,6 +112,16 @@ class Hostile:
     def mixed(self, m: Mixed) -> Mixed:
         return m
 
+    @tensorwire.api(input_spec=Reading)
+    def spec(self, **params: t.Any) -> str:
+        """The input is the model's fields at the top level (the user's model)."""
+        return repr(params["value"])
+
+    @tensorwire.api
+    def half(self, x: float, /) -> float:
+        """A root float: the body is the number."""
+        return x / 2
+
     @tensorwire.api
     def vector(self, x: t.Annotated[np.ndarray, DType("float64")]) -> np.ndarray:
         """Tensors keep their documented non-finite form ("NaN", "Infinity")."""

@@ -67,6 +67,9 @@ REFUSED = [
     ("reading", '{"r": {"value": NaN}}', ["r", "value"]),
     ("reading", '{"r": {"value": "Infinity"}}', ["r", "value"]),
     ("mixed", '{"m": {"strict": NaN, "loose": 1}}', ["m", "strict"]),
+    ("spec", '{"value": Infinity}', ["value"]),
+    ("half", "NaN", ["x"]),
+    ("half", "-1e999", ["x"]),
 ]
 
 
