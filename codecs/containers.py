@@ -140,6 +140,10 @@ class OptionalCodec(Codec):
         return self.inner.is_container
 
     @property
+    def unchecked_floats(self) -> bool:
+        return self.inner.unchecked_floats
+
+    @property
     def validates_output(self) -> bool:
         return self.inner.validates_output
 
@@ -244,6 +248,10 @@ class ListCodec(Codec):
         return self.item.has_tensors
 
     @property
+    def unchecked_floats(self) -> bool:
+        return self.item.unchecked_floats
+
+    @property
     def validates_output(self) -> bool:
         # Items of a standard type: every output list is validated (in pydantic's core,
         # cheaper than a Python loop of isinstance checks).
@@ -316,6 +324,10 @@ class MapCodec(Codec):
     @property
     def has_tensors(self) -> bool:
         return self.value.has_tensors
+
+    @property
+    def unchecked_floats(self) -> bool:
+        return self.value.unchecked_floats
 
     @property
     def validates_output(self) -> bool:

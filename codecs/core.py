@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import TypeAdapter
+from pydantic_core import SchemaSerializer
+
+from .finite import checked_json, output_serializer, refuse_nonfinite_output
 
 if TYPE_CHECKING:
     from .http_facet import HttpFacet
@@ -143,6 +146,13 @@ class Codec:
         return False
 
     @property
+    def unchecked_floats(self) -> bool:
+        """Whether values may hold floats that pydantic's checks of the API's own schema
+        do not reach (models of the user's, JSON values): the non-finite rule walks
+        them (`codecs.finite`)."""
+        return False
+
+    @property
     def validates_output(self) -> bool:
         """Whether `output_value` validates a value not of `output_types` (the standard
         codecs); a family codec (tensors, files, images, frames) checks as it writes."""
@@ -160,6 +170,25 @@ class Codec:
     def adapter(self) -> TypeAdapter[Any]:
         """A TypeAdapter for this annotation (outputs and root inputs use it)."""
         return TypeAdapter(self.annotation)
+
+    @functools.cached_property
+    def serializer(self) -> SchemaSerializer:
+        """`adapter`'s serializer, writing a non-finite float as a bare JSON token (then
+        refused) or, where the contract opts in, as "NaN" / "Infinity" (`codecs.finite`)."""
+        return output_serializer(self.adapter)
+
+    def dump_json(self, value: Any) -> bytes:
+        """JSON of an output value (as `output_value` gave it); a NaN or infinity the
+        contract does not allow is a server error, never `null`.
+
+        The value is walked only when the JSON could hide one: a model of the user's
+        writes it as `null` or, by its own config, as a "NaN" string.
+        """
+        data = self.serializer.to_json(value)
+        words = b"NaN" in data or b"Infinity" in data
+        if self.unchecked_floats and (words or b"null" in data):
+            refuse_nonfinite_output(value, writing_json=True)
+        return checked_json(data) if words else data
 
     def output_value(self, value: Any) -> Any:
         """An output value as every wire writes it.

@@ -130,9 +130,9 @@ class HttpFacet:
     def encode(self, value: Any, accept: str | None) -> HttpBody:
         """An HTTP response body for an output value."""
         codec = self.codec
-        return HttpBody(codec.adapter.dump_json(codec.output_value(value)), JSON)
+        return HttpBody(codec.dump_json(codec.output_value(value)), JSON)
 
     def encode_chunk(self, value: Any) -> bytes:
         """One streamed chunk (SSE `data:`); JSON unless the family knows better."""
         codec = self.codec
-        return codec.adapter.dump_json(codec.output_value(value))
+        return codec.dump_json(codec.output_value(value))

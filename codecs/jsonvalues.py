@@ -70,13 +70,19 @@ class JsonTextProto(ProtoFacet):
                              type="json_invalid") from None
 
     def to_proto(self, value: Any) -> Any:
-        return self.codec.adapter.dump_json(value, warnings=False).decode()
+        # the same writer as HTTP's: a NaN or infinity is a server error, never `null`
+        return self.codec.dump_json(value).decode()
 
 
 class JsonValueCodec(Codec):
-    """`Any`, and every type with no direct protobuf form: its JSON form everywhere."""
+    """`Any`, and every type with no direct protobuf form: its JSON form everywhere.
+
+    NaN and infinity have no JSON form: refused in, a server error out (`codecs.finite`),
+    on both protocols, since gRPC carries the same JSON text.
+    """
 
     validates_output = True
+    unchecked_floats = True
 
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)

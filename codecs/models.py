@@ -18,6 +18,7 @@ from pydantic import Field
 from ..validators import FieldNumber
 from ..wire.field_error import FieldError
 from .core import MISSING, Codec, Scope
+from .finite import loosen
 from .http_facet import JSON, HttpBody, HttpFacet
 from .multipart import encode_parts, field_parts
 from .proto_facet import MessageProto, MessageSink, ProtoBuilder, ProtoType
@@ -66,7 +67,7 @@ class ModelHttp(HttpFacet):
         # it came. A model instance (the hot path) is written as it is.
         value = codec.output_value(value)
         if not self.is_file:
-            return HttpBody(codec.adapter.dump_json(value), JSON)
+            return HttpBody(codec.dump_json(value), JSON)
         parts = []
         for f in codec.fields:
             parts.extend(field_parts(f.name, f.codec, getattr(value, f.name, None), accept))
@@ -119,6 +120,9 @@ class ModelCodec(Codec):
     """A pydantic model: its fields' codecs, resolved on first use."""
 
     validates_output = True
+    #: The model's own validators and serializers apply inside any schema, whatever
+    #: the API's config says: the non-finite rule walks its values (codecs.finite).
+    unchecked_floats = True
 
     def __init__(self, model: type, resolve: Callable[[Any], Codec]) -> None:
         super().__init__(model, model)
@@ -132,8 +136,11 @@ class ModelCodec(Codec):
     @functools.cached_property
     def fields(self) -> list[ModelField]:
         out = []
+        loose = self.python_type.model_config.get("allow_inf_nan") is True
         for name, info in self.python_type.model_fields.items():
             annotation = info.rebuild_annotation()
+            if loose:  # the model opts all its floats in: so do their protobuf doubles
+                annotation = loosen(annotation)
             if isinstance(getattr(info, "discriminator", None), str):
                 annotation = Annotated[annotation, Field(discriminator=info.discriminator)]
             try:

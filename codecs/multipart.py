@@ -90,4 +90,4 @@ def field_parts(name: str, codec: Any, value: Any, accept: str | None
         return [(name, item.encode(v, accept)) for v in value]
     if http.is_file or codec.has_tensors:
         return [(name, http.encode(value, accept))]
-    return [(name, HttpBody(codec.adapter.dump_json(value), JSON))]
+    return [(name, HttpBody(codec.dump_json(value), JSON))]

@@ -24,11 +24,13 @@ from pydantic.errors import PydanticSchemaGenerationError
 from ..validators import ContentType, FieldNumber
 from .containers import ListCodec, MapCodec, OptionalCodec
 from .core import Codec
+from .finite import NONFINITE_SCHEMA, allows_nonfinite
 from .jsonvalues import JsonListCodec, JsonValueCodec, StructCodec
 from .markers import FAMILY_MARKERS, CodecMarker
 from .models import ModelCodec
 from .scalars import (
     BytesCodec,
+    FloatCodec,
     ScalarCodec,
     StrCodec,
     StringFormCodec,
@@ -198,7 +200,7 @@ def _standard(base: Any, origin: Any, metadata: tuple[Any, ...], annotation: Any
     if issubclass(base, int):
         return ScalarCodec(base, base, int)
     if issubclass(base, float):
-        return ScalarCodec(base, base, float)
+        return FloatCodec(base, allows_nonfinite(metadata))
     if issubclass(base, dt.datetime):
         return DatetimeCodec(base)
     if issubclass(base, dt.timedelta):
@@ -283,6 +285,8 @@ def pydantic_annotation(annotation: Any) -> Any:
     base, metadata = split_annotated(annotation)
     if any(isinstance(m, CodecMarker) for m in metadata):
         return annotation
+    if isinstance(base, type) and issubclass(base, float) and allows_nonfinite(metadata):
+        metadata = (*metadata, NONFINITE_SCHEMA)  # the contract shows "NaN", "Infinity"
     origin = get_origin(base)
     target = origin if origin is not None else base
     if any(f.matches(target) for f in _FAMILIES):

@@ -8,12 +8,14 @@ reads a raw body.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from pydantic import AllowInfNan
 
 from ..wire.field_error import FieldError
 from .core import MISSING, Codec, Scope, instances_of
+from .finite import finite
 from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is_json_media
 from .jsonvalues import JsonValueCodec
 from .media import (
@@ -41,6 +43,17 @@ class ScalarProto(ProtoFacet):
         return self.base(value)
 
 
+class DoubleProto(ScalarProto):
+    """A `double`: NaN and infinity only where the contract opts in (codecs.finite)."""
+
+    def __init__(self, codec: Codec, allow_nonfinite: bool) -> None:
+        super().__init__(codec, float)
+        self.allow_nonfinite = allow_nonfinite
+
+    def to_proto(self, value: Any) -> Any:
+        return finite(float(value), self.allow_nonfinite)
+
+
 class ScalarCodec(Codec):
     """str, int, float, bool, bytes: one protobuf scalar each, a JSON value over HTTP."""
 
@@ -52,6 +65,17 @@ class ScalarCodec(Codec):
         self.output_types = instances_of(python_type)
         self.http = HttpFacet(self)
         self.proto = ScalarProto(self, base)
+
+
+class FloatCodec(ScalarCodec):
+    """`float`: a `double`. NaN and infinity only with `allow_inf_nan` (codecs.finite):
+    then the annotation keeps the opt-in, and JSON writes them as "NaN"/"Infinity"."""
+
+    def __init__(self, python_type: Any, allow_nonfinite: bool = False) -> None:
+        annotation = Annotated[python_type, AllowInfNan()] if allow_nonfinite else python_type
+        super().__init__(python_type, annotation, float)
+        self.allow_nonfinite = allow_nonfinite
+        self.proto = DoubleProto(self, allow_nonfinite)
 
 
 class StrHttp(HttpFacet):

@@ -60,6 +60,7 @@ class UnionCodec(Codec):
     """A discriminated union of models (`Field(discriminator=...)`)."""
 
     validates_output = True
+    unchecked_floats = True  # models of the user's (codecs.finite)
 
     def __init__(self, python_type: Any, members: list[type], discriminator: str,
                  resolve: Callable[[Any], Codec]) -> None:

@@ -55,6 +55,26 @@ class Settings:
                                   "DEADLINE_EXCEEDED); for streams, per chunk (0: none)")
     #: Seconds in-flight requests get to finish after SIGTERM.
     graceful_timeout: float = _opt(30.0, "seconds in-flight requests get after SIGTERM")
+    #: Hostile or broken clients: each connection is bounded in time and number (see
+    #: tensorwire.http.connections and tensorwire.grpc.connections for the defaults' why).
+    header_timeout: float = _opt(10.0, "seconds a client has to send a whole HTTP request "
+                                 "head (from connecting, or from its first byte on a "
+                                 "kept-alive connection; then 408 and closed) and to "
+                                 "finish gRPC's connection handshake (0: none)")
+    http_body_timeout: float = _opt(60.0, "seconds a request body may stop arriving "
+                                    "before the connection is closed (0: none)")
+    http_keepalive_timeout: float = _opt(75.0, "seconds an idle HTTP keep-alive "
+                                         "connection stays open between requests; keep "
+                                         "it above a load balancer's idle timeout")
+    max_connections: int = _opt(1000, "most open connections per worker and protocol; "
+                                "beyond it HTTP answers 503 and closes, gRPC refuses "
+                                "(0: no limit)")
+    grpc_max_connection_idle: float = _opt(300.0, "seconds a gRPC connection with no call "
+                                           "in flight stays open before GOAWAY (0: no "
+                                           "limit)")
+    grpc_max_concurrent_streams: int = _opt(100, "most calls in flight on one gRPC "
+                                            "connection (HTTP/2 streams); more wait in "
+                                            "the client (0: no limit)")
     auth_token: str | None = _opt(None, "require `Authorization: Bearer <token>` on both "
                                   "protocols (prefer the env var: flags show in `ps`)",
                                   secret=True, metavar="TOKEN")
@@ -103,7 +123,9 @@ class Settings:
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1")
         for name in ("max_part_size", "max_concurrency", "retry_after", "request_timeout",
-                     "graceful_timeout", "batch_queue_items"):
+                     "graceful_timeout", "batch_queue_items", "header_timeout",
+                     "http_body_timeout", "http_keepalive_timeout", "max_connections",
+                     "grpc_max_connection_idle", "grpc_max_concurrent_streams"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative")
         if not 0.0 <= self.trace_sample_rate <= 1.0:

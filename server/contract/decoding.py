@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..codecs import MISSING, JsonText, pydantic_annotation
+from ..codecs.finite import MESSAGE, find_nonfinite
 from ..errors import InvalidArgument
 from ..wire.field_error import invalid_argument
 from .descriptor import APISpec
@@ -20,7 +21,8 @@ from .descriptor import APISpec
 class Decoder:
     """The validated arguments of one API, from whatever its transport extracted."""
 
-    __slots__ = ("_field_adapters", "_model", "_root", "_root_adapter", "api", "is_root")
+    __slots__ = ("_field_adapters", "_model", "_root", "_root_adapter", "_walk", "_walk_all",
+                 "api", "is_root")
 
     def __init__(self, api: APISpec) -> None:
         self.api = api
@@ -29,6 +31,12 @@ class Decoder:
         self._root = api.root_field if api.is_root else None
         self._root_adapter = api.root_adapter
         self._field_adapters: dict[str, TypeAdapter[Any]] | None = None
+        # Values pydantic's checks of this schema do not reach for NaN and infinity
+        # (codecs.finite): models of the user's and JSON values; an `input_spec` model
+        # is the user's own, so all of it.
+        self._walk_all = api.input_shape == "input_spec"
+        self._walk = () if self._walk_all else tuple(
+            f.name for f in api.fields if f.codec.unchecked_floats)
 
     def decode_json(self, body: bytes) -> dict[str, Any]:
         """Validated keyword arguments from a JSON object body, parsed once from bytes."""
@@ -38,7 +46,7 @@ class Decoder:
             model = self._model.model_validate_json(body or b"{}")
         except ValidationError as exc:
             raise invalid_argument(exc) from None
-        return _arguments(model)
+        return self._finite(model)
 
     def decode_values(self, values: dict[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments from already-decoded Python values (gRPC, parts).
@@ -54,7 +62,16 @@ class Decoder:
             model = self._model.model_validate(values)
         except ValidationError as exc:
             raise invalid_argument(exc) from None
-        return _arguments(model)
+        return self._finite(model)
+
+    def _finite(self, model: BaseModel) -> dict[str, Any]:
+        """The arguments, unless a walked value holds a NaN or infinity not opted in."""
+        if self._walk_all:
+            _refuse_nonfinite((), model)
+        kwargs = _arguments(model)
+        for name in self._walk:
+            _refuse_nonfinite((name,), kwargs[name])
+        return kwargs
 
     def _json_part(self, name: str, value: Any) -> Any:
         if type(value) is not JsonText:
@@ -90,7 +107,15 @@ class Decoder:
                 validated = self._root_adapter.validate_python(value)
         except ValidationError as exc:
             raise invalid_argument(exc, prefix=(f.name,)) from None
+        if self._walk:
+            _refuse_nonfinite((f.name,), validated)
         return {f.name: validated}
+
+
+def _refuse_nonfinite(prefix: tuple[str, ...], value: Any) -> None:
+    hit = find_nonfinite(value)
+    if hit is not None:
+        raise InvalidArgument.at([*prefix, *hit], MESSAGE, "finite_number")
 
 
 def _arguments(model: BaseModel) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 
 from ..codecs import codec_for, pydantic_annotation
 from ..codecs.containers import OptionalCodec
+from ..codecs.finite import NONFINITE_SCHEMA, allows_nonfinite
 from ..codecs.models import ModelCodec
 from ..codecs.registry import split_annotated
 from ..context import Context
@@ -39,12 +40,15 @@ _STREAM_ORIGINS = (
 )
 
 #: pydantic config of every generated input model: unknown fields are errors (a typo
-#: must not silently fall back to a default) and bytes travel as base64 in JSON.
+#: must not silently fall back to a default), bytes travel as base64 in JSON, and NaN
+#: and infinity are refused unless a parameter opts in (`allow_inf_nan=True`; see
+#: tensorwire.codecs.finite, which covers models of the user's and `Any` too).
 INPUT_CONFIG = ConfigDict(
     extra="forbid",
     val_json_bytes="base64",
     ser_json_bytes="base64",
     protected_namespaces=(),
+    allow_inf_nan=False,
 )
 
 
@@ -219,7 +223,7 @@ def _root_config(f: FieldSpec) -> ConfigDict | None:
     # A model type carries its own config; TypeAdapter refuses a second one.
     if isinstance(f.codec, ModelCodec):
         return None
-    return ConfigDict(val_json_bytes="base64", ser_json_bytes="base64")
+    return ConfigDict(val_json_bytes="base64", ser_json_bytes="base64", allow_inf_nan=False)
 
 
 def _field_info(p: inspect.Parameter, fail: Any) -> FieldInfo:
@@ -284,7 +288,7 @@ def _field_spec(name: str, annotation: Any, info: FieldInfo, kind: str, fail: An
 
 
 def _input_model(model_name: str, fields: list[FieldSpec], fail: Any) -> type[BaseModel]:
-    definitions = {f.name: (pydantic_annotation(f.annotation), f.info) for f in fields}
+    definitions = {f.name: (_with_nonfinite_schema(f), f.info) for f in fields}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "field shadows a BaseModel attribute"
@@ -322,6 +326,16 @@ def _check_defaults(model_name: str, fields: list[FieldSpec], fail: Any) -> None
 
 #: The input models' config, validating defaults (only for `_check_defaults`).
 _DEFAULTS_CONFIG = ConfigDict(**INPUT_CONFIG, validate_default=True)
+
+
+def _with_nonfinite_schema(f: FieldSpec) -> Any:
+    """The field's pydantic annotation; a float opted in by `Field(allow_inf_nan=True)`
+    documents the strings it may come as, as `Annotated[float, AllowInfNan()]` does."""
+    annotation = pydantic_annotation(f.annotation)
+    base, _ = split_annotated(f.annotation)
+    if isinstance(base, type) and issubclass(base, float) and allows_nonfinite((f.info,)):
+        return typing.Annotated[annotation, NONFINITE_SCHEMA]
+    return annotation
 
 
 def _output_spec(annotation: Any, output_spec: type[BaseModel] | None, fail: Any) -> OutputSpec:

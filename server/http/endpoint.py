@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..codecs import FieldError, HttpBody, UnsupportedBody
 from ..codecs.http_facet import LENIENT_JSON, is_json_media
@@ -31,7 +32,8 @@ from ..errors import (
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
-from .parts import BodyPart, MultipartPart, media_type_of
+from .body import content_coding, read_body
+from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .responses import error_response, from_http_exception
 from .streams import framing_for
 
@@ -146,8 +148,10 @@ class HttpEndpoint:
         length = request.content_length
         if length is None or length > self.max_size:
             return False
-        media = request.headers.get("Content-Type")
-        return media is None or media in _JSON_TYPES
+        headers = request.headers
+        media = headers.get("Content-Type")
+        # A compressed body is inflated by `body.read_body`, in bounded steps.
+        return (media is None or media in _JSON_TYPES) and "Content-Encoding" not in headers
 
     @staticmethod
     def _headers(body: HttpBody, ctx: Context) -> dict[str, str]:
@@ -165,6 +169,10 @@ class HttpEndpoint:
                                   f"{self.max_size} bytes")
         media = media_type_of(request.headers.get("Content-Type"))
         if media == _MULTIPART:
+            if content_coding(request) is not None:
+                raise UnsupportedMediaType(
+                    "a compressed multipart/form-data body is not supported; send it "
+                    "uncompressed (compress the files themselves)")
             values = await self.decode_multipart(request, ctx)
             return self.decoder.decode_values(values)
         if api.is_root:
@@ -183,7 +191,7 @@ class HttpEndpoint:
                                        f"{accepted}")
         if api.has_files:
             raise UnsupportedMediaType(f"{api.name} takes files: send multipart/form-data")
-        return self.decoder.decode_json(await request.read())
+        return self.decoder.decode_json(await read_body(request, self.max_size))
 
     async def decode_multipart(self, request: web.Request, ctx: Context) -> dict[str, Any]:
         """Parts streamed one at a time; each goes to its field's codec."""
@@ -231,8 +239,8 @@ class HttpEndpoint:
                     raise invalid_argument(exc.under(field.name)) from None
                 budget -= part.consumed
                 await raw.release()
-        except (ValueError, AssertionError) as exc:  # aiohttp's parse errors
-            raise InvalidArgument(f"malformed multipart body: {exc}") from None
+        except (ValueError, AssertionError, HttpProcessingError) as exc:  # aiohttp's parse errors
+            raise malformed_multipart(exc) from None
         if api.is_root and not values:
             return {}
         return values

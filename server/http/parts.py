@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
-from ..errors import PayloadTooLarge
+from ..errors import InvalidArgument, PayloadTooLarge
+from .body import body_chunks, read_body
 
 CHUNK = 256 * 1024
 
@@ -31,19 +33,14 @@ class BodyPart:
         self.consumed = 0
 
     async def read(self) -> bytes:
-        try:
-            data = await self._request.read()  # client_max_size applies
-        except web.HTTPRequestEntityTooLarge:
-            raise PayloadTooLarge(f"request body exceeds {self.limit} bytes") from None
+        data = await read_body(self._request, self.limit)  # inflated if compressed
         self.consumed = len(data)
         return data
 
     async def save(self, path: Path) -> int:
         with open(path, "wb") as out:
-            async for chunk in self._request.content.iter_chunked(CHUNK):
+            async for chunk in body_chunks(self._request, self.limit):
                 self.consumed += len(chunk)
-                if self.consumed > self.limit:
-                    raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
                 out.write(chunk)
         return self.consumed
 
@@ -87,6 +84,23 @@ class MultipartPart:
             async for chunk in self._chunks():
                 out.write(chunk)
         return self.consumed
+
+
+def malformed_multipart(exc: Exception) -> InvalidArgument:
+    """400 for what aiohttp's multipart reader refuses (its own exceptions are not
+    errors of ours and would escape as a 500).
+
+    An over-long part header line (past aiohttp's 8190 bytes) is named without echoing
+    it: the message quotes no client bytes.
+    """
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else "the limit of"
+        why = f"a part header line is longer than {limit} bytes"
+    elif isinstance(exc, HttpProcessingError):
+        why = exc.message
+    else:
+        why = str(exc)
+    return InvalidArgument(f"malformed multipart body: {why}")
 
 
 def _filename(disposition: str | None) -> str | None:

@@ -24,6 +24,7 @@ from aiohttp import web
 from ..contract.descriptor import ServiceSpec
 from ..grpc import GrpcServer
 from ..http import create_app
+from ..http.connections import runner as http_runner
 from ..runtime.service import ServiceRuntime
 from ..security.grpc import interceptors
 from ..security.http import secure_app
@@ -75,9 +76,10 @@ class Server:
             # handler_cancellation: a client that hangs up cancels its handler, as a
             # cancelled gRPC call does, so its work stops (a queued batch item leaves
             # the queue) instead of running for nobody.
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         shutdown_timeout=CLOSE_TIMEOUT,
-                                         handler_cancellation=True)
+            # http_runner: connection limits and bounded inflation (tensorwire.http.connections)
+            self._runner = http_runner(app, s, access_log=None, handle_signals=False,
+                                       shutdown_timeout=CLOSE_TIMEOUT,
+                                       handler_cancellation=True)
             await self._runner.setup()
             site = web.TCPSite(self._runner, s.host, s.http_port,
                                reuse_port=True if shared else None,

@@ -3,7 +3,9 @@
 Installed only when a token is configured. It covers every service on the server (the
 API, reflection and, unless `auth_open_health`, grpc.health.v1). A refused call gets
 UNAUTHENTICATED from a handler of the method's own kind (unary or streaming), so the
-client sees a clean status whatever the method.
+client sees a clean status whatever the method. A method the server does not have is
+refused the same way: answering UNIMPLEMENTED before auth would let a caller without a
+token map the API (HTTP answers 401 for unknown paths too).
 """
 
 from __future__ import annotations
@@ -46,9 +48,14 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):
             return await continuation(details)
         log.info("refused unauthenticated gRPC call to %s", details.method)
         handler = await continuation(details)
-        return None if handler is None else self._refusing(handler)
+        return self._refusing(handler)
 
-    def _refusing(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def _refusing(self, handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler:
+        """A handler answering UNAUTHENTICATED; of the method's kind when it exists.
+
+        For an unknown method (`handler` None) it is a bidirectional-streaming one: it
+        aborts before reading any request, which every kind of call reads as the status.
+        """
         message = self.message
 
         async def refuse_unary(request, context: grpc.aio.ServicerContext):
@@ -58,7 +65,7 @@ class BearerInterceptor(grpc.aio.ServerInterceptor):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
             yield  # pragma: no cover - abort raises; this makes it a generator
 
-        if handler.request_streaming and handler.response_streaming:
+        if handler is None or (handler.request_streaming and handler.response_streaming):
             return grpc.stream_stream_rpc_method_handler(refuse_streaming)
         if handler.request_streaming:
             return grpc.stream_unary_rpc_method_handler(refuse_unary)

@@ -1,0 +1,241 @@
+"""HTTP connections bounded in time and number: a deadline for each request head, an idle
+keep-alive timeout, and a cap on open connections per worker.
+
+aiohttp on its own keeps a socket that sends nothing, or half a request head, open for
+its keep-alive timeout (3630 s), has no header-read timeout and accepts connections
+without limit: idle sockets could use up a worker's file descriptors. Here:
+
+- `header_timeout` (default 10 s): a connection must deliver a whole request head within
+  it, counted from connecting (a new connection is for a request), or on a kept-alive
+  connection from the first byte of the next request. A slow trickle does not extend it.
+  Past it the connection is closed, with a 408 when part of a head had come. Envoy has
+  the same deadline (`request_headers_timeout`, off unless set; its edge guide bounds
+  whole requests to 300 s); uvicorn and aiohttp have none, gunicorn's sync workers only
+  their 30 s worker timeout.
+- `http_keepalive_timeout` (default 75 s, nginx's): how long an idle connection is kept
+  between requests. uvicorn keeps 5 s, gunicorn 2 s, Envoy and aiohttp about an hour.
+  Short values race a load balancer that reuses a pooled connection just as the server
+  closes it (a 502); 75 s is above AWS ALB's and nginx's 60 s upstream idle timeouts.
+  Raise it above your balancer's (GCP: 600 s).
+- `max_connections` (default 1000 per worker, gunicorn's `worker_connections`): a
+  connection beyond it is answered 503 (`Retry-After`) and closed at once, so its file
+  descriptor is back before any request could be read. Envoy's edge guide caps a
+  listener at 10000; uvicorn and aiohttp have no cap.
+
+- `http_body_timeout` (default 60 s, nginx's `client_body_timeout`): a request body that
+  stops arriving for that long (while the server is ready to read it) closes the
+  connection. Envoy's edge guide uses 300 s (`stream_idle_timeout`); uvicorn and
+  aiohttp wait forever.
+
+`request_timeout` bounds the method once the request has arrived.
+Serve the app with `runner()` (it also turns off aiohttp's own inflation of compressed
+bodies, which `tensorwire.http.body` does in bounded steps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..settings import Settings
+
+log = logging.getLogger("tensorwire.http")
+
+#: Seconds between two warnings about refused connections (a flood logs a line, not each).
+_WARN_EVERY = 10.0
+#: AppRunner arguments that are not RequestHandler arguments.
+_RUNNER_ONLY = frozenset({"handle_signals", "shutdown_timeout", "handler_cancellation"})
+
+
+def _response(status: str, error: str, *extra: str) -> bytes:
+    """A whole HTTP/1.1 response that closes the connection (written before any request
+    was parsed, so aiohttp's response machinery is not involved)."""
+    body = orjson.dumps({"error": error})
+    head = [f"HTTP/1.1 {status}", "Content-Type: application/json",
+            f"Content-Length: {len(body)}", "Connection: close", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+@dataclass
+class ConnectionGuard:
+    """The limits of one worker's HTTP connections, and how many are open."""
+
+    header_timeout: float
+    max_connections: int
+    body_timeout: float = 0.0
+    retry_after: int = 1
+    #: Connections open now (the refused ones too, until they are closed).
+    open: int = 0
+    #: Refusals since the last warning (one line per `_WARN_EVERY` s, not one each).
+    refused: int = 0
+    _warned_at: float = float("-inf")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ConnectionGuard:
+        return cls(settings.header_timeout, settings.max_connections,
+                   settings.http_body_timeout, settings.retry_after)
+
+    def __post_init__(self) -> None:
+        self.busy = _response(
+            "503 Service Unavailable",
+            f"too many connections: this worker serves at most {self.max_connections}",
+            f"Retry-After: {self.retry_after}")
+        self.late = _response(
+            "408 Request Timeout",
+            f"the request head did not arrive within {self.header_timeout:g} s")
+
+    def refuse(self, now: float) -> None:
+        """Count a refused connection; warn at most once per `_WARN_EVERY` seconds."""
+        self.refused += 1
+        if now - self._warned_at >= _WARN_EVERY:
+            log.warning("refused %d connection(s): max_connections (%d per worker) are open",
+                        self.refused, self.max_connections)
+            self.refused = 0
+            self._warned_at = now
+
+
+class GuardedHandler(web.RequestHandler):
+    """aiohttp's protocol with a request-head deadline, a body idle timeout and the
+    connection cap.
+
+    It reads two facts of its base: `_waiter` is pending while the connection waits for
+    the next request (aiohttp's own keep-alive check reads it the same way) and
+    `_messages` holds the (head, body stream) of requests parsed and not yet handled.
+    """
+
+    __slots__ = ("_body", "_body_timer", "_guard", "_head_started", "_head_timer", "_last_read")
+
+    def __init__(self, manager: web.Server, *, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._guard = guard
+        self._head_timer: asyncio.TimerHandle | None = None
+        #: Whether any byte of the awaited head has arrived (408, else a silent close).
+        self._head_started = False
+        #: The body being received, and when the last bytes came (`http_body_timeout`).
+        self._body: Any = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._last_read = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        guard = self._guard
+        guard.open += 1
+        if guard.max_connections and guard.open > guard.max_connections:
+            guard.refuse(self._loop.time())
+            transport.write(guard.busy)  # type: ignore[attr-defined]
+            self.force_close()
+            return
+        self._arm()  # a new connection is for a request: its head is due
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and self._waiting():
+            self._arm()  # the first bytes of the next request on a kept-alive connection
+        if self._head_timer is not None:
+            self._head_started = True
+        self._last_read = self._loop.time()
+        super().data_received(data)
+        if self._messages:
+            if self._head_timer is not None:
+                self._disarm()  # a whole head arrived in time
+            body = self._messages[-1][1]
+            if self._body is not body and not body.is_eof():
+                self._watch_body(body)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._body = None
+        self._guard.open -= 1
+        super().connection_lost(exc)
+
+    def _waiting(self) -> bool:
+        """Whether the connection is idle, waiting for a request (none being handled)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done() and not self._messages
+
+    def _arm(self) -> None:
+        timeout = self._guard.header_timeout
+        if timeout > 0:
+            self._head_started = False
+            self._head_timer = self._loop.call_later(timeout, self._head_late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _watch_body(self, body: Any) -> None:
+        """Close the connection if `body` stops arriving for `body_timeout` seconds."""
+        self._body = body
+        timeout = self._guard.body_timeout
+        if timeout > 0 and self._body_timer is None:
+            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+
+    def _body_idle(self) -> None:
+        self._body_timer = None
+        body, transport = self._body, self.transport
+        if body is None or body.is_eof() or transport is None:
+            self._body = None
+            return
+        timeout = self._guard.body_timeout
+        now = self._loop.time()
+        if not transport.is_reading():  # paused by us (back-pressure): not the client
+            self._last_read = now
+        if now - self._last_read < timeout:
+            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+            return
+        log.info("closed a connection whose request body stalled for %g s", timeout)
+        self.force_close()  # a response may be under way: no 408 written into it
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self._messages or self.transport is None:
+            return
+        if self._head_started:
+            self.transport.write(self._guard.late)
+        self.force_close()
+
+
+class _GuardedRunner(web.AppRunner):
+    """An AppRunner whose sites get `GuardedHandler`s as their protocol.
+
+    A site passes `runner.server` to `loop.create_server` as the protocol factory; this
+    runner hands out a factory that builds the guarded handler around the same server.
+    """
+
+    def __init__(self, app: web.Application, guard: ConnectionGuard,
+                 handler_kwargs: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._guard = guard
+        self._handler_kwargs = handler_kwargs
+
+    @property
+    def server(self) -> Any:
+        server = self._server
+        if server is None:
+            return None
+        guard, kwargs = self._guard, self._handler_kwargs
+
+        def protocol() -> GuardedHandler:
+            return GuardedHandler(server, loop=asyncio.get_running_loop(), guard=guard,
+                                  **kwargs)
+
+        return protocol
+
+
+def runner(app: web.Application, settings: Settings, **kwargs: Any) -> web.AppRunner:
+    """The AppRunner to serve `app` with: connection limits from `settings`, aiohttp's
+    keep-alive set to `http_keepalive_timeout`, and compressed bodies left to
+    `tensorwire.http.body` (aiohttp's `auto_decompress` is off)."""
+    kwargs = {**kwargs, "keepalive_timeout": settings.http_keepalive_timeout,
+              "auto_decompress": False}
+    handler_kwargs = {k: v for k, v in kwargs.items() if k not in _RUNNER_ONLY}
+    return _GuardedRunner(app, ConnectionGuard.from_settings(settings), handler_kwargs,
+                          **kwargs)

@@ -1,0 +1,45 @@
+"""HTTP connection limits (`tensorwire.http.connections`): settings and the answers
+written to connections refused before any request was read."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pytest
+
+from tensorwire.http.connections import ConnectionGuard
+from tensorwire.settings import Settings
+
+
+@pytest.mark.parametrize("name", ["header_timeout", "http_body_timeout",
+                                  "http_keepalive_timeout", "max_connections",
+                                  "grpc_max_connection_idle", "grpc_max_concurrent_streams"])
+def test_negative_limits_are_refused(name):
+    with pytest.raises(ValueError, match=f"{name} must not be negative"):
+        Settings(**{name: -1}).validate()
+
+
+def test_guard_answers_are_whole_responses_that_close():
+    guard = ConnectionGuard.from_settings(Settings(max_connections=7, retry_after=4,
+                                                   header_timeout=2.5))
+    for raw, status, text in ((guard.busy, b"503", "at most 7"),
+                              (guard.late, b"408", "within 2.5 s")):
+        head, _, body = raw.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        assert lines[0].split(b" ")[1] == status
+        assert b"Connection: close" in lines
+        assert f"Content-Length: {len(body)}".encode() in lines
+        assert text in orjson.loads(body)["error"]
+    assert b"Retry-After: 4" in guard.busy
+
+
+def test_refusals_are_logged_once_per_interval(caplog):
+    guard = ConnectionGuard.from_settings(Settings(max_connections=1))
+    with caplog.at_level(logging.WARNING, logger="tensorwire.http"):
+        for i in range(50):
+            guard.refuse(now=100.0 + i * 0.1)  # 5 s of refusals
+        guard.refuse(now=111.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["refused 1 connection(s): max_connections (1 per worker) are open",
+                     "refused 50 connection(s): max_connections (1 per worker) are open"]
