@@ -42,7 +42,8 @@ from .filedata import ClientFiles
 from .jsonkinds import fields_summary
 from .kinds import field_kind
 from .options import CallOptions, with_retries
-from .protokinds import Model, Violations
+from .protofields import Model
+from .protokinds import Violations
 from .target import Target
 
 #: Services every tensorwire server offers beside the user's own.

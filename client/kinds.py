@@ -28,14 +28,13 @@ from .jsonkinds import (
     TextKind,
     UnionKind,
 )
+from .protofields import FieldKind, Model
 from .protokinds import (
     Duration,
     Element,
     Enum,
-    FieldKind,
     JsonText,
     ListValue,
-    Model,
     Scalar,
     Struct,
     Timestamp,
