@@ -25,6 +25,7 @@ from ..wire.field_error import FieldError
 from .containers import LIST_BATCHING
 from .core import Codec, Scope, instances_of
 from .http_facet import HttpFacet
+from .jsonschema import inline_refs
 from .proto_facet import ProtoBuilder, ProtoFacet, ProtoType
 
 #: Keys of a JSON Schema that document rather than constrain: left out of the option.
@@ -34,23 +35,15 @@ _DOC_KEYS = frozenset({"title", "description", "examples", "default"})
 def schema_text(schema: dict[str, Any]) -> str:
     """A JSON Schema as one compact, deterministic line, its `$defs` inlined and its
     documentation keys dropped (what `(tensorwire.v1.json_schema)` holds)."""
-    defs = schema.get("$defs", {})
 
-    def resolve(node: Any, seen: frozenset[str]) -> Any:
+    def strip(node: Any) -> Any:
         if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref.rsplit("/", 1)[-1]
-                if name in seen or name not in defs:
-                    return {"type": "object"}
-                return resolve(defs[name], seen | {name})
-            return {k: resolve(v, seen) for k, v in node.items()
-                    if k != "$defs" and k not in _DOC_KEYS}
+            return {k: strip(v) for k, v in node.items() if k not in _DOC_KEYS}
         if isinstance(node, list):
-            return [resolve(v, seen) for v in node]
+            return [strip(v) for v in node]
         return node
 
-    return json.dumps(resolve(schema, frozenset()), sort_keys=True, separators=(",", ":"))
+    return json.dumps(strip(inline_refs(schema)), sort_keys=True, separators=(",", ":"))
 
 
 class JsonTextProto(ProtoFacet):

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from ..codecs.http_facet import HttpFacet
+from ..codecs.jsonschema import inline_refs
 from ..contract.descriptor import APISpec, ServiceSpec
 
 _REF = "#/components/schemas/{model}"
@@ -60,27 +61,6 @@ def output_schema(api: APISpec, ref_template: str = "#/$defs/{model}",
     return adapter.json_schema(mode=mode, ref_template=ref_template)
 
 
-def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Resolve local `$ref`s in place (BentoML's client reads flat schemas)."""
-    defs = schema.pop("$defs", {})
-
-    def resolve(node: Any, seen: frozenset[str]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref.rsplit("/", 1)[-1]
-                if name in seen or name not in defs:
-                    return {k: v for k, v in node.items() if k != "$ref"} | {"type": "object"}
-                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
-                return resolve(merged, seen | {name})
-            return {k: resolve(v, seen) for k, v in node.items()}
-        if isinstance(node, list):
-            return [resolve(v, seen) for v in node]
-        return node
-
-    return resolve(schema, frozenset())
-
-
 def schema_json(spec: ServiceSpec) -> dict[str, Any]:
     """`/schema.json`: the service in the shape BentoML's HTTP client reads."""
     routes = []
@@ -88,17 +68,17 @@ def schema_json(spec: ServiceSpec) -> dict[str, Any]:
         if api.is_root:
             # BentoML's form: a root input is described by its own value's schema (a
             # model's object, a string, a file...), flagged `root_input`.
-            inp = _as_file_part(bentoml_forms(_inline_defs(root_schema(api, "#/$defs/{model}"))))
+            inp = _as_file_part(bentoml_forms(inline_refs(root_schema(api, "#/$defs/{model}"))))
             inp["root_input"] = True
             inp["root_field"] = api.root_field.name
         else:
-            inp = bentoml_forms(_inline_defs(input_schema(api)))
+            inp = bentoml_forms(inline_refs(input_schema(api)))
             props = inp.get("properties", {})
             for name in props:
                 props[name] = _as_file_part(props[name])
         # Validation mode, as BentoML publishes it: a file output is `type: file` (its
         # client then saves the response as a file) where serialisation says "string".
-        out = bentoml_forms(_inline_defs(output_schema(api, mode="validation")))
+        out = bentoml_forms(inline_refs(output_schema(api, mode="validation")))
         if api.output.stream:
             out["is_stream"] = True
         out.setdefault("media_type", _output_media(api))
