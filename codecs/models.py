@@ -116,6 +116,52 @@ class ModelProto(MessageProto):
                 raise exc.under(f.name) from None
 
 
+class ModelBatching:
+    """A model whose every field batches (tensors, lists, frames) batches field by field:
+    a classifier's `Prediction(label=[N], probabilities=[N, 10])` is one batch output,
+    moved to the host in one transfer and split back into one Prediction per request."""
+
+    def __init__(self, codec: ModelCodec) -> None:
+        self.codec = codec
+
+    def size(self, value: Any, dim: int) -> int:
+        get = _getter(value)
+        counts: dict[str, int] = {}
+        for f in self.codec.fields:
+            batch = f.codec.batch
+            assert batch is not None
+            try:
+                counts[f.key] = batch.size(get(f.name, None), dim)
+            except FieldError as exc:
+                raise exc.under(f.key) from None
+        if len(set(counts.values())) > 1:
+            raise FieldError("the fields of a batched model must hold the same number of "
+                             "items: " + ", ".join(f"{k}={n}" for k, n in counts.items()),
+                             type="batch_mismatch")
+        return next(iter(counts.values()))
+
+    @staticmethod
+    def _rebuild(like: Any, values: dict[str, Any]) -> Any:
+        # model_copy: the fields' own codecs made each value, nothing to re-validate; a
+        # dict (an output not yet validated) stays a dict keyed as `iter_tensors` reads it
+        if isinstance(like, dict):
+            return values
+        return like.model_copy(update=values)
+
+    def concat(self, values: list[Any], dim: int) -> Any:
+        getters = [_getter(v) for v in values]
+        merged = {f.name: f.codec.batch.concat([get(f.name, None) for get in getters], dim)
+                  for f in self.codec.fields if f.codec.batch is not None}
+        return self._rebuild(values[0], merged)
+
+    def split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        get = _getter(value)
+        pieces = {f.name: f.codec.batch.split(get(f.name, None), sizes, dim)
+                  for f in self.codec.fields if f.codec.batch is not None}
+        return [self._rebuild(value, {name: p[i] for name, p in pieces.items()})
+                for i in range(len(sizes))]
+
+
 class ModelCodec(Codec):
     """A pydantic model: its fields' codecs, resolved on first use."""
 
@@ -152,6 +198,14 @@ class ModelCodec(Codec):
             out.append(ModelField(name, key, codec, number, info.description,
                                   not info.is_required()))
         return out
+
+    @functools.cached_property
+    def batch(self) -> ModelBatching | None:
+        """Field by field, when every field batches (read once the fields resolved)."""
+        fields = self.fields
+        if fields and all(f.codec.batch is not None for f in fields):
+            return ModelBatching(self)
+        return None
 
     @property
     def holds_files(self) -> bool:

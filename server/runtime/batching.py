@@ -7,7 +7,9 @@ load by itself. The batch cap adapts to the model: its service time is fitted on
 as `t(n) = a + b·n`, and the cap is the largest `n <= max_batch_size` with
 `b·(n - 1) <= max_latency_ms`, so sharing a call never costs a request more than
 `max_latency_ms` over running alone (a cap on `t(n)` itself would collapse to 1 for the
-models with a large fixed cost, the ones batching helps most). Overload is bounded by a
+models with a large fixed cost, the ones batching helps most); at a cap of one, every
+`EXPLORE_AT_ONE`-th batch with others waiting may hold two items, so one slow batch (a
+new shape's first call, a busy machine) cannot pin the cap at one for good. Overload is bounded by a
 count (`--batch-queue-items`, default 32 x max_batch_size, then 503 / RESOURCE_EXHAUSTED
 with Retry-After), not by predicted wait, which refused parts of short bursts an idle
 model would have cleared. Oversized requests are split across batches and re-joined;
@@ -31,6 +33,10 @@ from typing import Any
 
 from ..contract.descriptor import APISpec
 from ..errors import InternalError, InvalidArgument, Overloaded, TensorwireError
+from ..wire.field_error import FieldError
+
+#: At a cap of 1, every this-many-th batch (with others waiting) may hold two items.
+EXPLORE_AT_ONE = 8
 
 
 class LatencyModel:
@@ -126,12 +132,17 @@ class Batcher:
         self._queued_items = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._at_one = 0  # batches taken at a cap of 1 with others waiting
 
     # ------------------------------------------------------------------ intake
     async def submit(self, values: dict[str, Any]) -> Any:
         """The result of this request's items, computed within some batch."""
-        counts = {f.name: f.codec.batch.size(values[f.name], self.in_dim)
-                  for f in self.batch_fields}
+        counts: dict[str, int] = {}
+        for f in self.batch_fields:
+            try:
+                counts[f.name] = f.codec.batch.size(values[f.name], self.in_dim)
+            except FieldError as exc:  # e.g. a model input whose fields disagree in length
+                raise InvalidArgument.at([f.name, *exc.loc], exc.msg, exc.type) from None
         if len(set(counts.values())) > 1:
             raise InvalidArgument(
                 "batched inputs must hold the same number of items: "
@@ -215,6 +226,10 @@ class Batcher:
     def _take(self) -> list[_Pending]:
         """The next batch: FIFO among requests sharing the oldest one's key, up to the cap."""
         cap = self.cap()
+        if cap == 1 and self.max_batch_size > 1 and len(self._queue) > 1:
+            self._at_one += 1
+            if self._at_one % EXPLORE_AT_ONE == 0:
+                cap = 2
         taken: list[_Pending] = []
         total = 0
         key = None
