@@ -776,6 +776,51 @@ class ModelCodec(Codec):
         get = value.get if isinstance(value, dict) else functools.partial(getattr, value)
         return [t for f in self.fields for t in f.codec.iter_tensors(get(f.name, None))]
 
+    # ------------------------------------------------------------ batching
+    # A model whose every field batches (tensors, lists, frames) batches field by field:
+    # a classifier's `Prediction(label=[N], probabilities=[N, 10])` is one batch output,
+    # moved to the host in one transfer and split back into one Prediction per request.
+    @functools.cached_property
+    def supports_batching(self) -> bool:  # type: ignore[override]
+        return bool(self.fields) and all(f.codec.supports_batching for f in self.fields)
+
+    @staticmethod
+    def _getter(value: Any) -> Callable[[str], Any]:
+        return value.get if isinstance(value, dict) else functools.partial(getattr, value)
+
+    def batch_len(self, value: Any, dim: int) -> int:
+        get = self._getter(value)
+        counts: dict[str, int] = {}
+        for f in self.fields:
+            try:
+                counts[f.key] = f.codec.batch_len(get(f.name), dim)
+            except FieldError as exc:
+                raise exc.under(f.key) from None
+        if len(set(counts.values())) > 1:
+            raise FieldError("the fields of a batched model must hold the same number of "
+                             "items: " + ", ".join(f"{k}={n}" for k, n in counts.items()),
+                             type="batch_mismatch")
+        return next(iter(counts.values()))
+
+    def _rebuild(self, like: Any, values: dict[str, Any]) -> Any:
+        # model_copy: the fields' own codecs made each value, nothing to re-validate; a
+        # dict (an output not yet validated) stays a dict keyed as `iter_tensors` reads it
+        if isinstance(like, dict):
+            return values
+        return like.model_copy(update=values)
+
+    def batch_concat(self, values: list[Any], dim: int) -> Any:
+        getters = [self._getter(v) for v in values]
+        merged = {f.name: f.codec.batch_concat([get(f.name) for get in getters], dim)
+                  for f in self.fields}
+        return self._rebuild(values[0], merged)
+
+    def batch_split(self, value: Any, sizes: list[int], dim: int) -> list[Any]:
+        get = self._getter(value)
+        pieces = {f.name: f.codec.batch_split(get(f.name), sizes, dim) for f in self.fields}
+        return [self._rebuild(value, {name: p[i] for name, p in pieces.items()})
+                for i in range(len(sizes))]
+
     @property
     def output_media(self) -> str:  # type: ignore[override]
         return "multipart/form-data" if self.is_file else "application/json"

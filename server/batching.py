@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codecs import FieldError
 from .errors import InternalError, InvalidArgument, Overloaded, TensorwireError
 from .spec import APISpec
 
@@ -148,8 +149,12 @@ class Batcher:
     # ------------------------------------------------------------------ intake
     async def submit(self, values: dict[str, Any]) -> Any:
         """The result of this request's items, computed within some batch."""
-        counts = {f.name: f.codec.batch_len(values[f.name], self.in_dim)
-                  for f in self.batch_fields}
+        counts: dict[str, int] = {}
+        for f in self.batch_fields:
+            try:
+                counts[f.name] = f.codec.batch_len(values[f.name], self.in_dim)
+            except FieldError as exc:  # e.g. a model input whose fields disagree in length
+                raise InvalidArgument.at([f.name, *exc.loc], exc.msg, exc.type) from None
         if len(set(counts.values())) > 1:
             raise InvalidArgument(
                 "batched inputs must hold the same number of items: "

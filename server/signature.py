@@ -206,7 +206,8 @@ def _check_batchable(fields: list[FieldSpec], output: OutputSpec, context_param:
     if not any(f.codec.supports_batching for f in fields):
         fail("batchable=True needs at least one list, tensor or DataFrame input to batch")
     if not output.codec.supports_batching:
-        fail("batchable=True needs a list, tensor or DataFrame return type to split back")
+        fail("batchable=True needs a list, tensor or DataFrame return type (or a model "
+             "whose fields all are) to split back")
 
 
 def _root_config(f: FieldSpec) -> ConfigDict | None:
