@@ -7,10 +7,16 @@ network, weights and preprocessing from here.
 The data is scikit-learn's bundled 8x8 digits (`sklearn.datasets.load_digits`): each
 image is a 32x32 white-on-black bitmap whose 4x4 blocks were counted into 0..16. The
 network reads `count / 16`, a float32 in [0, 1], shaped `[N, 1, 8, 8]`.
+
+    .venv/bin/python -m examples.digits_model [DIR]   # sample inputs for the curl examples
+
+writes four held-out digits as `x.npy` and `x.json` and the first as `digit.png`.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import typing as t
 from pathlib import Path
 
@@ -101,3 +107,19 @@ def load_heldout(path: Path = HELDOUT) -> tuple[np.ndarray, np.ndarray]:
     """(x float32 [N, 1, 8, 8], y int64 [N]) of the held-out split (no pickles read)."""
     with np.load(path, allow_pickle=False) as data:
         return data["x"], data["y"]
+
+
+def write_samples(folder: Path, count: int = 4) -> list[Path]:
+    """`count` held-out digits as x.npy and x.json, and the first as digit.png, in `folder`."""
+    x, _ = load_heldout()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "x.npy", folder / "x.json", folder / "digit.png"]
+    np.save(paths[0], x[:count])
+    paths[1].write_text(json.dumps(x[:count].tolist()))
+    to_image(x[0]).save(paths[2])
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
+        print(written)
