@@ -19,7 +19,10 @@ from examples.digits_model import WEIGHTS, load_model, predict
 
 @tensorwire.service
 class DigitsUnbatched:
-    """examples.digits:Digits.classify, one forward pass per request."""
+    """examples.digits:Digits.classify, one forward pass per request.
+
+    curl -s localhost:3000/classify -H 'Content-Type: application/json' -d @x.json
+    """
 
     def __init__(self) -> None:
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

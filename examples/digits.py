@@ -46,8 +46,7 @@ class Prediction(tensorwire.IODescriptor):
 class Digits:
     """Handwritten digit classifier (a small CNN trained on scikit-learn's 8x8 digits).
 
-        curl -s localhost:3000/classify -H 'Content-Type: application/x-npy' \\
-             --data-binary @x.npy
+    curl -s localhost:3000/classify -H 'Content-Type: application/x-npy' --data-binary @x.npy
     """
 
     def __init__(self) -> None:

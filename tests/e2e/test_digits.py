@@ -5,11 +5,20 @@ bodies, multipart images) and gRPC (Tensor, File), one request at a time (batche
 one) and from 64 concurrent clients (batches of many, requests of 1-4 digits). Each
 answer must be the label and probabilities that the same weights give offline, to
 1e-6: batching must never change an answer.
+
+Batches form only while requests arrive faster than the model answers. This CNN runs a
+digit in well under a millisecond, and on a busy machine grpc.aio hands the server one
+new call per event-loop turn, about as fast: the concurrent tests would then see
+batches of one. So there each forward pass first waits 5 ms (`paced`), with the same
+network and weights, so that calls queue behind it on either protocol as they do
+behind a slower model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -76,6 +85,30 @@ def grpc_caller(server) -> Iterator[GrpcCaller]:
     caller = GrpcCaller(server.spec, server.grpc_target)
     yield caller
     caller.close()
+
+
+class Paused(torch.nn.Module):
+    """The served network, each forward pass started `pause` seconds late (GIL released)."""
+
+    def __init__(self, inner: torch.nn.Module, pause: float) -> None:
+        super().__init__()
+        self.inner, self.pause = inner, pause
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.pause)
+        return self.inner(x)
+
+
+@contextlib.contextmanager
+def paced(server: RunningServer, pause: float = 0.005) -> Iterator[None]:
+    """The running service's model made slower for a while, its arithmetic unchanged."""
+    instance = server.runtime.instance
+    model = instance.model
+    instance.model = Paused(model, pause)
+    try:
+        yield
+    finally:
+        instance.model = model
 
 
 def answer(value: dict) -> Answer:
@@ -167,8 +200,9 @@ def test_tensors_one_by_one_equal_offline(server, grpc_caller, heldout, offline_
 def test_tensors_concurrent_equal_offline(server, grpc_caller, heldout, offline_tensors, wire):
     x, _ = heldout
     call = tensor_call(server, grpc_caller, wire)
-    got, sizes = batch_sizes_during(server, "classify", lambda: send_all(
-        call, x, spans(len(x), (1, 2, 3, 4)), clients=CLIENTS))
+    with paced(server):
+        got, sizes = batch_sizes_during(server, "classify", lambda: send_all(
+            call, x, spans(len(x), (1, 2, 3, 4)), clients=CLIENTS))
     assert max(sizes) > 4, f"{CLIENTS} clients should share model calls: {sizes}"
     same_answers(got, offline_tensors)
 
@@ -187,8 +221,9 @@ def test_images_one_by_one_equal_offline(server, grpc_caller, heldout, pngs, off
 @pytest.mark.parametrize("wire", ["http", "grpc"])
 def test_images_concurrent_equal_offline(server, grpc_caller, pngs, offline_images, wire):
     call = image_call(server, grpc_caller, wire)
-    got, sizes = batch_sizes_during(server, "classify_images", lambda: send_all(
-        call, pngs, spans(len(pngs), (1, 1, 2)), clients=CLIENTS))
+    with paced(server):
+        got, sizes = batch_sizes_during(server, "classify_images", lambda: send_all(
+            call, pngs, spans(len(pngs), (1, 1, 2)), clients=CLIENTS))
     assert max(sizes) > 2, f"{CLIENTS} clients should share model calls: {sizes}"
     same_answers(got, offline_images)
 
