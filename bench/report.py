@@ -187,6 +187,14 @@ def real_model_section(result: dict[str, Any]) -> list[str]:
     for g in result["targets"]:
         out.append(f"- target {g['protocol']}: {g['case']}: {g['value']:.2f} "
                    f"({'met' if g['met'] else '**missed**'})")
+    noise = sorted(s[name]["foreign_cpu"] for by_c in result["summary"].values()
+                   for s in by_c.values() for name in ("tw-batched", "tw-unbatched", "bentoml")
+                   if s[name].get("foreign_cpu") == s[name].get("foreign_cpu"))
+    if noise:
+        out.append(f"- other processes used {noise[len(noise) // 2]:.0%} of a core (median "
+                   f"of cases; {noise[0]:.0%} to {noise[-1]:.0%}) beside these runs: the "
+                   "servers took turns, so ratios compare like with like, but absolute "
+                   "requests/s and latencies are those of a shared, busy machine")
     return [*out, ""]
 
 
