@@ -32,6 +32,12 @@ items). One dispatch loop forms and runs batches:
    64 concurrent requests on an idle server with a 10 ms budget was refused in part,
    though the model cleared it in a few batches; BentoML users meet that as spurious 503s.
    Set `--batch-queue-items` to `cap x (budget / t(cap))` for a strict time bound.
+3c. **A cap of one keeps measuring.** At a cap of 1 the dispatcher would only ever see
+   batches of one and could never learn that the model got faster again: one slow
+   batch (a new input shape's first call, a collection pause, a busy machine) would
+   pin a real model at one item per call for hundreds of batches. So while the cap is
+   1 and requests are waiting, every 8th batch may hold two items; that costs its
+   requests at most one item's time, and the fit recovers within tens of batches.
 4. Requests larger than the cap are split into chunks that run in successive batches and
    are re-joined in order; requests whose non-batched inputs differ (e.g. a
    `threshold: float`) are never merged with each other.
@@ -55,6 +61,9 @@ from typing import Any
 from .codecs import FieldError
 from .errors import InternalError, InvalidArgument, Overloaded, TensorwireError
 from .spec import APISpec
+
+#: At a cap of 1, every this-many-th batch (with others waiting) may hold two items.
+EXPLORE_AT_ONE = 8
 
 
 class LatencyModel:
@@ -145,6 +154,7 @@ class Batcher:
         self._queued_items = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._at_one = 0  # batches taken at a cap of 1 with others waiting (3c)
 
     # ------------------------------------------------------------------ intake
     async def submit(self, values: dict[str, Any]) -> Any:
@@ -233,6 +243,10 @@ class Batcher:
     def _take(self) -> list[_Pending]:
         """The next batch: FIFO among requests sharing the oldest one's key, up to the cap."""
         cap = self.cap()
+        if cap == 1 and self.max_batch_size > 1 and len(self._queue) > 1:
+            self._at_one += 1
+            if self._at_one % EXPLORE_AT_ONE == 0:
+                cap = 2
         taken: list[_Pending] = []
         total = 0
         key = None

@@ -9,9 +9,10 @@ answer must be the label and probabilities that the same weights give offline, t
 Batches form only while requests arrive faster than the model answers. This CNN runs a
 digit in well under a millisecond, and on a busy machine grpc.aio hands the server one
 new call per event-loop turn, about as fast: the concurrent tests would then see
-batches of one. So there each forward pass first waits 5 ms (`paced`), with the same
-network and weights, so that calls queue behind it on either protocol as they do
-behind a slower model.
+batches of one; an image request (multipart, a temp file, PIL) takes longer still. So
+there each forward pass first waits (`paced`: 10 ms for tensors, 50 ms for images), with
+the same network and weights, so that calls queue behind it on either protocol as they
+do behind a slower model.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Paused(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def paced(server: RunningServer, pause: float = 0.005) -> Iterator[None]:
+def paced(server: RunningServer, pause: float) -> Iterator[None]:
     """The running service's model made slower for a while, its arithmetic unchanged."""
     instance = server.runtime.instance
     model = instance.model
@@ -200,7 +201,7 @@ def test_tensors_one_by_one_equal_offline(server, grpc_caller, heldout, offline_
 def test_tensors_concurrent_equal_offline(server, grpc_caller, heldout, offline_tensors, wire):
     x, _ = heldout
     call = tensor_call(server, grpc_caller, wire)
-    with paced(server):
+    with paced(server, 0.01):
         got, sizes = batch_sizes_during(server, "classify", lambda: send_all(
             call, x, spans(len(x), (1, 2, 3, 4)), clients=CLIENTS))
     assert max(sizes) > 4, f"{CLIENTS} clients should share model calls: {sizes}"
@@ -221,7 +222,7 @@ def test_images_one_by_one_equal_offline(server, grpc_caller, heldout, pngs, off
 @pytest.mark.parametrize("wire", ["http", "grpc"])
 def test_images_concurrent_equal_offline(server, grpc_caller, pngs, offline_images, wire):
     call = image_call(server, grpc_caller, wire)
-    with paced(server):
+    with paced(server, 0.05):
         got, sizes = batch_sizes_during(server, "classify_images", lambda: send_all(
             call, pngs, spans(len(pngs), (1, 1, 2)), clients=CLIENTS))
     assert max(sizes) > 2, f"{CLIENTS} clients should share model calls: {sizes}"
