@@ -149,6 +149,55 @@ def batching_section(result: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def real_model_section(result: dict[str, Any]) -> list[str]:
+    cfg = result["config"]
+    v = result["machine"].get("versions", {})
+    out = ["## A real model: the digits CNN, batched, unbatched and BentoML", "",
+           f"`{cfg['command']}` — {result['request']}; tensorwire batched "
+           "(`examples.digits:Digits`), tensorwire unbatched "
+           "(`bench.real_model_service:DigitsUnbatched`) and BentoML "
+           f"{v.get('bentoml', '?')} (`{cfg['bentoml_install']}` in "
+           f"`{cfg['bentoml_venv']}/`; HTTP: its 1.4 SDK, gRPC: its legacy Runner API) with "
+           f"max batch {cfg['max_batch_size']} (BentoML max_latency_ms "
+           f"{cfg['bentoml_latency_ms']}); {result['pinning']}, one worker each, "
+           f"OMP_NUM_THREADS=1; load: HTTP {result['load']['http']}, gRPC "
+           f"{result['load']['grpc']}; {cfg['rounds']} rounds of {cfg['duration_s']:g} s "
+           "per case, servers taking turns.", "",
+           f"Machine: {machine_line(result)}.", "",
+           "Every server answered the held-out digits with offline inference's labels and "
+           "probabilities (to 1e-6) before anything was measured.", ""]
+    rows = []
+    for protocol, by_c in result["summary"].items():
+        for c, s in by_c.items():
+            b, u, m = s["tw-batched"], s["tw-unbatched"], s["bentoml"]
+            rows.append([protocol, c, b["rps"], u["rps"], m["rps"],
+                         f"{s['batched_vs_bentoml_rps']:.1f}x",
+                         f"{s['batched_vs_unbatched_rps']:.1f}x", b["p50_ms"], u["p50_ms"],
+                         m["p50_ms"], b["p99_ms"], u["p99_ms"], m["p99_ms"],
+                         b["server_us_per_req"], u["server_us_per_req"],
+                         m["server_us_per_req"], b.get("mean_batch", float("nan")),
+                         b["errors"] + u["errors"] + m["errors"]])
+    out.append(md_table(["protocol", "clients", "batched rps", "unbatched rps", "BentoML rps",
+                         "batched / BentoML", "batched / unbatched", "batched p50 ms",
+                         "unbatched p50 ms", "BentoML p50 ms", "batched p99 ms",
+                         "unbatched p99 ms", "BentoML p99 ms", "batched CPU µs/req",
+                         "unbatched CPU µs/req", "BentoML CPU µs/req", "mean batch",
+                         "errors"], rows))
+    out.append("")
+    for g in result["targets"]:
+        out.append(f"- target {g['protocol']}: {g['case']}: {g['value']:.2f} "
+                   f"({'met' if g['met'] else '**missed**'})")
+    noise = sorted(s[name]["foreign_cpu"] for by_c in result["summary"].values()
+                   for s in by_c.values() for name in ("tw-batched", "tw-unbatched", "bentoml")
+                   if s[name].get("foreign_cpu") == s[name].get("foreign_cpu"))
+    if noise:
+        out.append(f"- other processes used {noise[len(noise) // 2]:.0%} of a core (median "
+                   f"of cases; {noise[0]:.0%} to {noise[-1]:.0%}) beside these runs: the "
+                   "servers took turns, so ratios compare like with like, but absolute "
+                   "requests/s and latencies are those of a shared, busy machine")
+    return [*out, ""]
+
+
 def plot(http: dict[str, Any] | None, grpc: dict[str, Any] | None) -> bool:
     try:
         import matplotlib
@@ -199,7 +248,8 @@ def main() -> int:
         page += unary_section("gRPC small unary (tensorwire vs bare grpc.aio servicer)", grpc)
     for name, section in (("streaming", streaming_section),
                           ("tensor_roundtrip", tensor_section), ("startup", startup_section),
-                          ("batching", batching_section)):
+                          ("batching", batching_section),
+                          ("real_model", real_model_section)):
         result = load(name)
         if result:
             page += section(result)

@@ -168,13 +168,16 @@ def test_every_example_answers_the_same(servers, case: Case, protocol: str, clie
         assert result.utcoffset() == case.expect.utcoffset()
 
 
-EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__")
+#: Modules of examples/ that serve nothing: the digits example's network and its training.
+NOT_SERVICES = {"__init__", "digits_model", "train_digits"}
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.py") if p.stem not in NOT_SERVICES)
 #: Every client table, and how to read the (service class, API name) pairs it calls.
 TABLES: dict[str, Callable[[Any], set[tuple[type, str]]]] = {
     __name__: lambda m: {(c.service, c.api) for c in m.CASES},
     "tests.e2e.clients.test_tensors_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
     "tests.e2e.clients.test_files_table": lambda m: {(c[1], c[0]) for c in m.CALLS},
     "tests.e2e.clients.test_tf_table": lambda m: {(m.TfOps, c[1]) for c in m.CALLS},
+    "tests.e2e.clients.test_digits_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
 }
 
 
