@@ -13,12 +13,17 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from .tempdirs import TempDirs, default_pool
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
+
+class Pending(Protocol):
+    """Work still running in a thread (a `concurrent.futures.Future`, a handoff `Job`)."""
+
+    def done(self) -> bool: ...
+
+    def add_done_callback(self, callback: Callable[[Any], object]) -> None: ...
 
 #: What a transport hands to `Headers`: a mapping, pairs, or a function returning either.
 HeaderSource: TypeAlias = (
@@ -147,7 +152,7 @@ class Context:
         # read and written atomically, so sync methods in the pool may poll it.
         self._cancelled = False
         self._lock = threading.Lock()
-        self._pending: Future[Any] | None = None
+        self._pending: Pending | None = None
         self._closed = False
 
     @property
@@ -173,7 +178,7 @@ class Context:
     def cancel(self) -> None:
         self._cancelled = True
 
-    def close_after(self, future: Future[Any]) -> None:
+    def close_after(self, future: Pending) -> None:
         """Defer `close()`'s cleanup until `future` (the method's thread) is done.
 
         A cancelled request's sync method runs on in its thread and may still be

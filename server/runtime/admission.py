@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from ..context import RequestInfo
-from ..errors import Overloaded, ServiceUnavailable
+from ..errors import Overloaded, ServiceUnavailable, TensorwireError
 from ..settings import Settings
 from ..telemetry import logs, metrics
 from ..telemetry.metrics import Series
@@ -38,7 +38,7 @@ class Ticket:
         self.protocol = protocol
         self.api = api
         self.request = request  # its id is made only if an access line is written
-        self.start = time.perf_counter()
+        self.start = 0.0
 
     def finish(self, status: int | str, received: int = 0, sent: int = 0) -> None:
         admission = self._admission
@@ -91,25 +91,59 @@ class Admission:
             series = self._series[(protocol, api)] = Series(api, protocol)
         return series
 
-    def admit(self, protocol: str, api: str, request: RequestInfo) -> Ticket:
-        """Admit a request or raise the error that refuses it (recorded as answered)."""
+    def series(self, protocol: str, api: str) -> Series | None:
+        """The metrics series of an endpoint (None with metrics off), for a compiled
+        handler to hold instead of looking it up per request."""
+        return self._series_of(protocol, api)  # type: ignore[return-value]
+
+    def refusal(self) -> TensorwireError | None:
+        """What refuses a new request now (draining, or the concurrency limit), if any."""
         if self.draining:
-            self._refused(protocol, api, request, ServiceUnavailable.grpc_code
-                          if protocol == "grpc" else "503")
-            raise ServiceUnavailable("the server is shutting down; retry on another "
-                                     "instance")
+            return ServiceUnavailable("the server is shutting down; retry on another "
+                                      "instance")
         if self.limit and self.in_flight >= self.limit:
-            self._refused(protocol, api, request, Overloaded.grpc_code
-                          if protocol == "grpc" else "503")
-            raise Overloaded(f"more than {self.limit} requests in flight; retry later",
-                             headers={"Retry-After": self.retry_after})
-        series = self._series_of(protocol, api)
+            return Overloaded(f"more than {self.limit} requests in flight; retry later",
+                              headers={"Retry-After": self.retry_after})
+        return None
+
+    def enter(self, series: Series | None) -> float:
+        """Count one admitted request in (after `refusal()` said none); its start time."""
         if series is not None:
             series.in_flight += 1
             if not self._flush_due:
                 self._schedule_flush()
         self.in_flight += 1
-        return Ticket(self, protocol, api, request, series)
+        return time.perf_counter()
+
+    def leave(self, series: Series | None, start: float, protocol: str, api: str,
+              status: str, received: int, sent: int,
+              request: RequestInfo | Callable[[], RequestInfo]) -> None:
+        """Count one request out: metrics, the access line (`request` may be a function
+        making the RequestInfo, called only when a line is written), the drain."""
+        self.in_flight -= 1
+        seconds = time.perf_counter() - start
+        if series is not None:
+            series.in_flight -= 1
+            series.answered(status, seconds, received, sent)
+            if not self._flush_due:
+                self._schedule_flush()
+        if self._access and logs.ACCESS.isEnabledFor(_INFO):
+            self._log(protocol, api, status, seconds,
+                      request if isinstance(request, RequestInfo) else request(),
+                      received, sent)
+        if self.in_flight == 0 and self._idle is not None:
+            self._idle.set()
+
+    def admit(self, protocol: str, api: str, request: RequestInfo) -> Ticket:
+        """Admit a request or raise the error that refuses it (recorded as answered)."""
+        error = self.refusal()
+        if error is not None:
+            self.refused(protocol, api, request, error)
+            raise error
+        series = self._series_of(protocol, api)
+        ticket = Ticket(self, protocol, api, request, series)
+        ticket.start = self.enter(series)
+        return ticket
 
     def _refused(self, protocol: str, api: str, request: RequestInfo, status: str) -> None:
         series = self._series_of(protocol, api)
@@ -120,19 +154,14 @@ class Admission:
             self._log(protocol, api, status, 0.0, request, 0, 0)
 
     def _release(self, ticket: Ticket, status: str, received: int, sent: int) -> None:
-        self.in_flight -= 1
-        seconds = time.perf_counter() - ticket.start
-        series = ticket._series
-        if series is not None:
-            series.in_flight -= 1
-            series.answered(status, seconds, received, sent)
-            if not self._flush_due:
-                self._schedule_flush()
-        if self._access and logs.ACCESS.isEnabledFor(_INFO):
-            self._log(ticket.protocol, ticket.api, status, seconds, ticket.request, received,
-                      sent)
-        if self.in_flight == 0 and self._idle is not None:
-            self._idle.set()
+        self.leave(ticket._series, ticket.start, ticket.protocol, ticket.api, status,
+                   received, sent, ticket.request)
+
+    def refused(self, protocol: str, api: str, request: RequestInfo,
+                error: TensorwireError) -> None:
+        """Record a refusal `refusal()` returned (metrics and access line, as `admit`)."""
+        self._refused(protocol, api, request,
+                      error.grpc_code if protocol == "grpc" else str(error.status_code))
 
     def _schedule_flush(self) -> None:
         """Counts reach prometheus_client within FLUSH_INTERVAL (one timer, not one a

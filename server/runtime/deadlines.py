@@ -46,29 +46,51 @@ class Deadlines:
 
     async def run(self, limit: float, awaitable: Any) -> Any:
         """Await `awaitable`; past `limit` seconds cancel it and raise `Expired`."""
-        task = asyncio.current_task()
-        if task is None:  # not inside a task: nothing to cancel, so no limit to enforce
+        entry = self.enter(limit)
+        if entry is None:  # not inside a task: nothing to cancel, so no limit to enforce
             return await awaitable
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            self.cancelled(entry)
+            raise
+        else:
+            self.leave(entry)
+            return result
+        finally:
+            self.forget(entry)
+
+    # The steps of `run`, for a caller that awaits inline (one coroutine frame fewer):
+    #     entry = enter(limit); try: await ...; leave(entry)
+    #     except CancelledError: cancelled(entry); raise   finally: forget(entry)
+    def enter(self, limit: float) -> _Entry | None:
+        """Put the current task under `limit` seconds (None outside a task)."""
+        task = asyncio.current_task()
+        if task is None:
+            return None
         loop = task.get_loop()
         if loop is not self._loop:  # first use, or a new loop (tests): its own sweeper
             self._loop, self._timer = loop, None
         entry = _Entry(task, loop.time() + limit)
-        key = id(entry)
-        self._entries[key] = entry
+        self._entries[id(entry)] = entry
         self._start(limit)
-        try:
-            result = await awaitable
-        except asyncio.CancelledError:
-            # Ours only if no one else asked for the cancellation too (as asyncio.timeout).
-            if entry.expired and task.uncancel() <= entry.cancelling:
-                raise Expired from None
-            raise
-        else:
-            if entry.expired:  # it finished (or swallowed the cancel) at the last moment
-                task.uncancel()
-            return result
-        finally:
-            del self._entries[key]
+        return entry
+
+    @staticmethod
+    def cancelled(entry: _Entry) -> None:
+        """Raise `Expired` if the cancellation being handled was this limit's own (and
+        no one else asked for one too, as `asyncio.timeout` decides)."""
+        if entry.expired and entry.task.uncancel() <= entry.cancelling:
+            raise Expired from None
+
+    @staticmethod
+    def leave(entry: _Entry) -> None:
+        """The work finished: a cancel the sweeper sent at the last moment is taken back."""
+        if entry.expired:
+            entry.task.uncancel()
+
+    def forget(self, entry: _Entry) -> None:
+        del self._entries[id(entry)]
 
     def watch(self, limit: float) -> Watch | None:
         """One time limit for a stream, re-armed for each chunk (see `Watch`); None when

@@ -18,7 +18,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..codecs import transfer
@@ -32,6 +31,7 @@ from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
 from .deadlines import Deadlines, Expired
+from .handoff import Handoff
 
 log = logging.getLogger("tensorwire.runtime")
 _DONE = object()
@@ -59,8 +59,8 @@ class ServiceRuntime:
     def __init__(self, spec: ServiceSpec, settings: Settings | None = None) -> None:
         self.spec = spec
         self.settings = settings or Settings()
-        self.executor = ThreadPoolExecutor(max_workers=self.settings.threads,
-                                           thread_name_prefix="tensorwire-api")
+        #: The threads `def` methods (and generators, device transfers) run on.
+        self.handoff = Handoff(self.settings.threads)
         #: Per-request temp directories (Context.temp_dir) of this worker.
         self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
         self.instance: Any = None
@@ -78,9 +78,8 @@ class ServiceRuntime:
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
-        loop = asyncio.get_running_loop()
         try:
-            self.instance = await loop.run_in_executor(self.executor, self.spec.cls)
+            self.instance = await self.handoff.run(self.spec.cls).future
         except Exception as exc:
             raise InitFailure(self.spec.name, self.spec.cls, exc) from exc
         for api in self.spec.apis.values():
@@ -98,9 +97,7 @@ class ServiceRuntime:
             args, kw = layout(values, None)  # type: ignore[arg-type]
             if api.is_async:
                 return await method(*args, **kw)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.executor,
-                                              functools.partial(method, *args, **kw))
+            return await self.handoff.run(functools.partial(method, *args, **kw)).future
 
         async def to_host(value: Any) -> Any:
             return await self.to_host(api, value)
@@ -127,7 +124,7 @@ class ServiceRuntime:
                 result = closer()
                 if asyncio.iscoroutine(result):
                     await result
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.handoff.shutdown()
         self.temp_dirs.close()
 
     def context(self, request: Any) -> Context:
@@ -192,12 +189,12 @@ class ServiceRuntime:
             call = functools.partial(method, *args, **kw)
             if self.tracing is not None:  # the method's own spans nest under the request
                 call = self.tracing.in_context(call)
-            future = self.executor.submit(call)
+            job = self.handoff.run(call)
             try:
-                result = await asyncio.wrap_future(future)
+                result = await job.future
             except asyncio.CancelledError:
                 ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
-                ctx.close_after(future)  # and its temp files stay until it returns
+                ctx.close_after(job)  # and its temp files stay until it returns
                 raise
         if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
             return result
@@ -215,14 +212,15 @@ class ServiceRuntime:
         on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
         # One time-limit entry for the whole stream, armed only while a chunk is made.
         watch = self._deadlines.watch(limit) if limit is not None else None
-        loop = asyncio.get_running_loop()
         gen = method(*args, **kw)
+        job = None  # a sync generator's step in its thread
         try:
             while True:
                 if api.is_async:
                     produce = anext(gen, _DONE)
                 else:
-                    produce = loop.run_in_executor(self.executor, next, gen, _DONE)
+                    job = self.handoff.run(next, gen, _DONE)
+                    produce = job.future
                 if watch is None:
                     chunk = await produce
                 else:
@@ -248,7 +246,9 @@ class ServiceRuntime:
                 if api.is_async:
                     await gen.aclose()
                 else:
-                    await loop.run_in_executor(self.executor, gen.close)
+                    if job is not None:  # a step still running: close only after it
+                        await self.handoff.finished(job)
+                    await self.handoff.run(gen.close).future
 
     async def to_host(self, api: APISpec, value: Any) -> Any:
         """Move every device tensor of an output to the host in one batched transfer.
@@ -262,9 +262,7 @@ class ServiceRuntime:
         tensors = codec.iter_tensors(value)
         if not tensors:
             return value
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, transfer.outputs_to_host, value,
-                                          tensors)
+        return await self.handoff.run(transfer.outputs_to_host, value, tensors).future
 
 
 def _argument_layout(api: APISpec) -> Callable[[dict[str, Any], Context], tuple[tuple, dict]]:

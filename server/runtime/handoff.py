@@ -1,0 +1,169 @@
+"""Running `def` methods off the event loop, with one wake-up for many results.
+
+`loop.run_in_executor` costs every call a `concurrent.futures.Future`, its chaining to an
+asyncio future, and one `call_soon_threadsafe` from the worker thread, which writes to
+the loop's self-pipe: one wake-up, one syscall, one callback per call. Under load those
+are most of what a `def` API costs over the same `async def` one.
+
+A `Handoff` keeps its own worker threads. A call is an asyncio future made on the loop
+and a job on a `SimpleQueue`; a worker runs the job and appends its outcome to a
+deque, and only the first outcome of a burst wakes the loop: one callback then settles
+every future that is done. The threads take jobs as long as there are any, so a busy
+server makes few wake-ups for many calls. `bench/def_path.py` compares it with the
+executor it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_STOP = object()
+
+
+class Job:
+    """One call handed to a thread: `done()` and `add_done_callback()` tell when the
+    thread is through with it, even after its caller stopped waiting (a cancelled
+    request's temp files stay until then; see `Context.close_after`)."""
+
+    __slots__ = ("_callbacks", "_finished", "args", "context", "fn", "future", "lock")
+
+    def __init__(self, future: asyncio.Future[Any], context: contextvars.Context,
+                 fn: Callable[..., Any], args: tuple[Any, ...], lock: threading.Lock) -> None:
+        self.future = future
+        self.context = context
+        self.fn = fn
+        self.args = args
+        self.lock = lock
+        self._finished = False
+        self._callbacks: list[Callable[[Job], None]] | None = None
+
+    def done(self) -> bool:
+        return self._finished
+
+    def add_done_callback(self, callback: Callable[[Job], None]) -> None:
+        with self.lock:
+            if not self._finished:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def _set_finished(self) -> None:
+        with self.lock:
+            self._finished = True
+            callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            callback(self)
+
+
+class Handoff:
+    """A pool of threads running sync calls for one event loop's coroutines."""
+
+    def __init__(self, threads: int, name: str = "tensorwire-api") -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._done: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = \
+            collections.deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True)
+                         for i in range(max(1, threads))]
+        self._started = False
+        self._closed = False
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Job:
+        """`fn(*args)` handed to a worker thread (in the caller's context); await
+        `job.future` for its result."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+        if not self._started:
+            self._start()
+        if self._closed:
+            raise RuntimeError("the handoff is closed")
+        job = Job(loop.create_future(), contextvars.copy_context(), fn, args, self._lock)
+        self._jobs.put(job)
+        return job
+
+    @staticmethod
+    async def finished(job: Job) -> None:
+        """Wait until a thread is through with `job`, even one whose caller stopped
+        waiting for its result (a generator must not be closed while it runs)."""
+        if job.done():
+            return
+        loop = asyncio.get_running_loop()
+        through = loop.create_future()
+
+        def wake(_: Job) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda: through.done() or through.set_result(None))
+
+        job.add_done_callback(wake)
+        await through
+
+    def _start(self) -> None:
+        self._started = True
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        jobs = self._jobs
+        while True:
+            job = jobs.get()
+            if job is _STOP:
+                return
+            if job.future.cancelled():  # the caller left before a thread was free
+                job._set_finished()
+                continue
+            try:
+                outcome = (job.future, True, job.context.run(job.fn, *job.args))
+            except BaseException as exc:
+                if isinstance(exc, StopIteration):  # a future cannot hold one
+                    exc = RuntimeError(f"{job.fn!r} raised StopIteration")
+                outcome = (job.future, False, exc)
+            job._set_finished()
+            self._finish(outcome)
+
+    def _finish(self, outcome: tuple[asyncio.Future[Any], bool, Any]) -> None:
+        self._done.append(outcome)
+        with self._lock:
+            if self._wake_pending:
+                return  # the loop will settle this one with the rest of the burst
+            self._wake_pending = True
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._settle)
+            except RuntimeError:  # the loop closed: nobody is waiting any more
+                pass
+
+    def _settle(self) -> None:
+        """On the loop: resolve every finished call's future (one wake-up, many calls)."""
+        with self._lock:
+            self._wake_pending = False
+        done = self._done
+        while done:
+            future, ok, value = done.popleft()
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def shutdown(self) -> None:
+        """Stop the threads once they finish the jobs they hold (calls queued after are
+        refused); running calls are not interrupted, as an executor's are not."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            for _ in self._threads:
+                self._jobs.put(_STOP)

@@ -1,0 +1,82 @@
+"""The handoff that runs `def` methods: results, errors, context, cancellation, wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+
+import pytest
+
+from tensorwire.runtime.handoff import Handoff
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+
+async def test_results_errors_and_the_callers_context_reach_the_thread() -> None:
+    handoff = Handoff(2)
+    try:
+        assert await handoff.run(lambda a, b: a + b, 2, 3).future == 5
+        with pytest.raises(ZeroDivisionError):
+            await handoff.run(lambda: 1 / 0).future
+        with pytest.raises(RuntimeError, match="StopIteration"):
+            await handoff.run(next, iter(())).future
+        VAR.set("request-7")
+        assert await handoff.run(VAR.get).future == "request-7"
+        name = await handoff.run(lambda: threading.current_thread().name).future
+        assert name.startswith("tensorwire-api")
+    finally:
+        handoff.shutdown()
+
+
+async def test_a_burst_of_results_wakes_the_loop_once_per_burst() -> None:
+    """200 calls finishing while the loop is busy are settled by far fewer callbacks."""
+    handoff = Handoff(4)
+    settles = 0
+    settle = handoff._settle
+
+    def counting() -> None:
+        nonlocal settles
+        settles += 1
+        settle()
+
+    handoff._settle = counting  # type: ignore[method-assign]
+    try:
+        jobs = [handoff.run(time.sleep, 0.001) for _ in range(200)]
+        time.sleep(0.5)  # the loop is blocked: every result queues behind one wake-up
+        await asyncio.gather(*(j.future for j in jobs))
+        assert 1 <= settles < 20, settles
+    finally:
+        handoff.shutdown()
+
+
+async def test_a_cancelled_call_still_tells_when_its_thread_is_through() -> None:
+    handoff = Handoff(1)
+    release = threading.Event()
+    try:
+        running = handoff.run(release.wait, 5)
+        queued = handoff.run(lambda: "never")
+        await asyncio.sleep(0.05)
+        running.future.cancel()
+        queued.future.cancel()
+        assert not running.done()  # the thread is still in the call
+        seen: list[object] = []
+        running.add_done_callback(seen.append)
+        waiter = asyncio.ensure_future(handoff.finished(running))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        release.set()
+        await asyncio.wait_for(waiter, 5)
+        assert seen == [running] and running.done()
+        await asyncio.wait_for(handoff.finished(queued), 5)  # skipped, yet finished
+    finally:
+        handoff.shutdown()
+
+
+async def test_a_closed_handoff_refuses_new_calls() -> None:
+    handoff = Handoff(1)
+    assert await handoff.run(int, "4").future == 4
+    handoff.shutdown()
+    with pytest.raises(RuntimeError, match="closed"):
+        handoff.run(int, "5")
