@@ -27,6 +27,7 @@ from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.status import to_status
+from .connections import connection_options
 
 log = logging.getLogger("tensorwire.grpc")
 
@@ -196,6 +197,7 @@ class GrpcServer:
             ("grpc.max_receive_message_length", self.settings.max_request_size),
             ("grpc.max_send_message_length", self.settings.max_response_size),
             ("grpc.so_reuseport", 1 if self.settings.workers > 1 else 0),
+            *connection_options(self.settings),
         ]
         self.server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
         self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
