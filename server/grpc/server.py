@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.status import to_status
+from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
 from .connections import connection_options
 
 log = logging.getLogger("tensorwire.grpc")
@@ -184,6 +186,20 @@ def _add_infra_files(proto: ServiceProto) -> None:
             proto.pool.Add(fp)
 
 
+class _Health(health.aio.HealthServicer):
+    """grpc.health.v1 whose Check also names the worker holding the connection (see
+    `tensorwire.wire.worker`): tensorwire's client spreads its calls by it."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__()
+        self._identity = ((WORKER_HEADER, os.urandom(8).hex()), (WORKERS_HEADER, str(workers)))
+
+    async def Check(self, request: health_pb2.HealthCheckRequest,
+                    context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
+        await context.send_initial_metadata(self._identity)
+        return await super().Check(request, context)
+
+
 class GrpcServer:
     """A grpc.aio server carrying one service, health and reflection."""
 
@@ -192,7 +208,7 @@ class GrpcServer:
         self.runtime = runtime
         self.settings = settings or runtime.settings
         self.proto = service_proto(runtime.spec)
-        self.health = health.aio.HealthServicer()
+        self.health = _Health(self.settings.workers)
         options = [
             ("grpc.max_receive_message_length", self.settings.max_request_size),
             ("grpc.max_send_message_length", self.settings.max_response_size),
