@@ -36,7 +36,7 @@ from ..wire.status import violations_from_status
 from .api import RemoteAPI, RemoteField
 from .channels import DEFAULT_CHANNELS, ChannelPool, check_size
 from .files import ClientFiles
-from .options import CallOptions, with_retries
+from .options import RETRYABLE, CallOptions, with_retries
 from .protokinds import Model, Violations, field_kind
 from .target import Target
 
@@ -267,7 +267,10 @@ class GrpcTransport:
                 reply = await methods[index](msg, timeout=options.timeout,
                                              metadata=metadata)
             except grpc.RpcError as exc:
-                raise self.error(exc, options, started) from None
+                err = self.error(exc, options, started)
+                if isinstance(err, RETRYABLE):  # refused unrun: try other channels first
+                    pool.avoid(index)
+                raise err from None
             finally:
                 pool.release(index)
             return api.output.decode(reply, self.files)

@@ -7,6 +7,8 @@ Calls are counted by the worker process that answered (`Spread.whoami`), never t
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +18,7 @@ import pytest
 import tensorwire
 from tests.support.dns import FakeDNS
 from tests.support.grpc_calls import GrpcCaller
+from tests.support.ops_http import wait_for
 from tests.support.servers import free_port, spawn_cli
 from tests.support.spread_service import Spread
 
@@ -25,12 +28,34 @@ CALLS = 1600
 IN_FLIGHT = 16
 
 
+def worker_pid(target: str) -> int:
+    """The worker that answers a call on a fresh connection."""
+    caller = GrpcCaller(SPEC, target, channel=grpc.insecure_channel(
+        target, options=[("grpc.use_local_subchannel_pool", 1)]))
+    try:
+        return caller.call("whoami", {}, timeout=30)["pid"]
+    finally:
+        caller.close()
+
+
+def both_listening(server) -> set[int]:
+    """Wait until both workers take connections (the supervisor's server is ready when
+    one is), so that a client's connections are dealt over two."""
+    seen: set[int] = set()
+    wait_for(lambda: seen.add(worker_pid(server.grpc_target)) or len(seen) == 2,
+             timeout=60, what="both workers listening")
+    return seen
+
+
 @pytest.fixture(scope="module")
 def two_workers():
-    """`--workers 2` with the default server settings."""
+    """`--workers 2` with the default server settings, both workers listening."""
     server = spawn_cli("tests.support.spread_service:Spread", "--workers", "2")
-    yield server
-    server.stop()
+    try:
+        both_listening(server)
+        yield server
+    finally:
+        server.stop()
 
 
 async def async_shares(url: str, **options) -> Counter:
@@ -80,6 +105,7 @@ def test_the_pool_follows_connections_that_age():
     server = spawn_cli("tests.support.spread_service:Spread", "--workers", "2",
                        "--grpc-max-connection-age", "0.3", "--request-timeout", "10")
     try:
+        both_listening(server)
         answered = asyncio.run(async_shares(f"grpc://{server.grpc_target}"))
     finally:
         server.stop()
@@ -131,3 +157,74 @@ def test_a_name_with_several_addresses_is_balanced_over_all_of_them():
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_draining_worker_is_passed_over_by_retries():
+    """SIGTERM one of two workers while it holds calls: it drains, refusing new calls
+    with UNAVAILABLE until its held calls end. With `retries=2` no call fails: a refused
+    channel is passed over, so the retry goes to the other worker (a worker that refuses
+    at once has the fewest calls in flight and would otherwise draw the retry too)."""
+    server = spawn_cli("tests.support.spread_service:Spread", "--workers", "2",
+                       "--graceful-timeout", "10")
+    both_listening(server)
+
+    async def run() -> tuple[list[str], Counter]:
+        async with tensorwire.AsyncClient(f"grpc://{server.grpc_target}",
+                                          retries=2) as client:
+            holds = [asyncio.ensure_future(client.hold(seconds=3.0)) for _ in range(4)]
+            await asyncio.sleep(0.5)  # the holds are in flight, two on each worker
+            pids = {(await client.whoami())["pid"] for _ in range(20)}
+            assert len(pids) == 2
+            victim = min(pids)
+            os.kill(victim, signal.SIGTERM)
+            failures: list[str] = []
+            answered: Counter = Counter()
+
+            async def caller() -> None:
+                for _ in range(60):
+                    try:
+                        answered[(await client.whoami())["pid"]] += 1
+                    except tensorwire.errors.TensorwireError as exc:
+                        failures.append(f"{type(exc).__name__}: {exc}")
+                    await asyncio.sleep(0.01)
+
+            await asyncio.gather(*(caller() for _ in range(8)))
+            held = await asyncio.gather(*holds, return_exceptions=True)
+            assert all(isinstance(h, dict) for h in held), held  # drained, not cut
+            return failures, answered
+
+    try:
+        failures, answered = asyncio.run(run())
+    finally:
+        server.stop()
+    assert failures == [], failures[:5]
+    assert sum(answered.values()) == 8 * 60
+
+
+def test_the_pool_reaches_a_restarted_worker_without_waiting_for_connection_age():
+    """A worker dies: its connections fail and reconnect to the one left listening, so
+    the pool holds one worker. When the supervisor has started a new one, the pool
+    re-dials in the background (it knows the server has 2 workers) and the new worker
+    gets calls long before the connections' 120 s age would move them."""
+    server = spawn_cli("tests.support.spread_service:Spread", "--workers", "2")
+
+    async def run() -> set[int]:
+        async with tensorwire.AsyncClient(f"grpc://{server.grpc_target}",
+                                          retries=3) as client:
+            before = {(await client.whoami())["pid"] for _ in range(20)}
+            assert len(before) == 2
+            victim = min(before)
+            os.kill(victim, signal.SIGKILL)
+            seen: set[int] = set()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while loop.time() < deadline and not seen - before:
+                seen.add((await client.whoami())["pid"])
+                await asyncio.sleep(0.02)
+            return seen - before
+
+    try:
+        both_listening(server)
+        assert asyncio.run(run()), "the restarted worker got no call within 30 s"
+    finally:
+        server.stop()

@@ -3,6 +3,7 @@ channels are created but never connect)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import pytest
@@ -102,6 +103,27 @@ async def test_surplus_channels_are_redialed_only_when_workers_are_missed():
         assert pool._surplus() == []  # both workers hold channels: enough
         pool.server_workers = 8
         assert pool._surplus() == [1, 3]  # 4 channels could reach 4 of the 8
+    finally:
+        await pool.close()
+
+
+async def test_a_channel_that_refused_a_call_is_passed_over_for_a_while():
+    """Its worker refuses at once (draining, full), so it has the fewest calls in flight:
+    without the pause it would draw every call, retries included."""
+    pool = placed(ChannelPool(TARGET, 2), "a", "b")
+    try:
+        busy = [pool.acquire() for _ in range(6)]  # 3 each, all still in flight
+        pool.avoid(0, seconds=0.2)
+        assert [pool.acquire() for _ in range(5)] == [1] * 5
+        await asyncio.sleep(0.3)
+        assert pool.acquire() == 0  # back in turn, and the least busy by far now
+        assert len(busy) == 6
+        lone = placed(ChannelPool(TARGET, 1), "a")
+        try:
+            lone.avoid(0, seconds=0.2)
+            assert lone.acquire() == 0  # the only channel still takes calls
+        finally:
+            await lone.close()
     finally:
         await pool.close()
 
