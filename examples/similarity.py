@@ -28,7 +28,7 @@ Queries = t.Annotated[np.ndarray, Shape((-1, DIM)), DType("float32")]
 
 
 class Neighbours(BaseModel):
-    """The k best rows of the table for each query, best first."""
+    """The k best rows of the table for each query, best first (scores to 6 decimals)."""
 
     indices: list[list[int]]
     scores: list[list[float]]
@@ -61,5 +61,6 @@ class Similarity:
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         best = np.take_along_axis(scores, top, axis=1)
         order = np.argsort(-best, axis=1)
+        # float32 carries about 7 significant digits: 6 decimals are all that is known
         return Neighbours(indices=np.take_along_axis(top, order, axis=1).tolist(),
-                          scores=np.take_along_axis(best, order, axis=1).tolist())
+                          scores=np.round(np.take_along_axis(best, order, axis=1), 6).tolist())
