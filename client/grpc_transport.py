@@ -294,7 +294,7 @@ class GrpcTransport:
                 pool.release(index)
                 raise
             stream = _ReplyStream(self, api, call, options, started,
-                                  lambda: pool.release(index))
+                                  lambda: pool.release(index), lambda: pool.avoid(index))
             await stream.prime()
             return stream
 
@@ -358,7 +358,7 @@ class _ReplyStream:
 
     def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
                  options: CallOptions, started: float,
-                 release: Callable[[], None]) -> None:
+                 release: Callable[[], None], avoid: Callable[[], None]) -> None:
         self.transport = transport
         self.options = options
         self.started = started
@@ -368,6 +368,8 @@ class _ReplyStream:
         self.done = False
         #: Gives the call's channel back to the pool (once: ended, failed or closed).
         self._release: Callable[[], None] | None = release
+        #: Tells the pool to pass the channel over (the call was refused unrun).
+        self._avoid = avoid
 
     def _finish(self) -> None:
         """The call is over (ended, failed or cancelled): give its channel back."""
@@ -381,7 +383,10 @@ class _ReplyStream:
             reply = await self.call.read()
         except grpc.RpcError as exc:
             self._finish()
-            raise self.transport.error(exc, self.options, self.started) from None
+            err = self.transport.error(exc, self.options, self.started)
+            if isinstance(err, RETRYABLE):
+                self._avoid()
+            raise err from None
         if reply is grpc.aio.EOF:
             self._finish()
             return None

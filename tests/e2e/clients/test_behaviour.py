@@ -85,7 +85,9 @@ def test_a_sync_client_is_shared_by_many_threads(servers, protocol):
         assert got == want
     if protocol == "grpc":
         port = server.grpc_port
-        assert established_to(port) <= 1  # gRPC multiplexes every call on one connection
+        # the pool's few connections carry every call (some may still be closing):
+        # never one per thread or per call
+        assert established_to(port) <= DEFAULT_CHANNELS
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
