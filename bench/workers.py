@@ -24,7 +24,11 @@ that was neither the server nor the load process (other work on a shared box).
 Part 2, threads. One worker of `examples.similarity:Similarity` (a matrix product and a
 partial sort per request; NumPy releases the GIL), BLAS pinned to one thread per call
 (`OPENBLAS_NUM_THREADS=1`, ...), with `--threads 1` and `--threads 4`, under 8 HTTP
-clients: the worker's CPU seconds per second of the run (cores used).
+clients: the worker's CPU seconds per second of the run (cores used), and its threads'
+on-CPU plus run-queue time per second (/proc/PID/task/*/schedstat: how many of its
+threads were runnable at once, i.e. the cores it would use on an idle machine; a thread
+waiting for the GIL sleeps and does not count). On a shared 2-core box the second figure
+is the one other work cannot hide.
 
 Writes bench/results/workers.json.
 """
@@ -82,6 +86,18 @@ def ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def runnable_ns(pid: int) -> int:
+    """On-CPU plus run-queue nanoseconds of all threads of a process (schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            on_cpu, waited = (task / "schedstat").read_text().split()[:2]
+        except (OSError, ValueError):
+            continue  # the thread ended in between
+        total += int(on_cpu) + int(waited)
+    return total
+
+
 def children(pid: int) -> list[int]:
     """The direct child processes of `pid` (Linux /proc)."""
     out = []
@@ -127,11 +143,13 @@ def measure(pids: list[int], load_cmd: list[str]) -> dict[str, Any]:
 
     def warm() -> None:
         marks["ticks"] = [ticks(p) for p in pids]
+        marks["runnable"] = sum(runnable_ns(p) for p in pids)
         marks["cores"] = core_times()
         marks["t"] = time.monotonic()
 
     result = run_load(load_cmd, on_warm=warm)
     after = [ticks(p) for p in pids]
+    runnable = sum(runnable_ns(p) for p in pids) - marks["runnable"]
     cores_after = core_times()
     wall = time.monotonic() - marks["t"]
     used = [a - b for a, b in zip(after, marks["ticks"], strict=True)]
@@ -143,6 +161,7 @@ def measure(pids: list[int], load_cmd: list[str]) -> dict[str, Any]:
         "worker_ticks": used,
         "worker_share": [u / total for u in used],
         "server_cores": server_s / wall,
+        "runnable_threads": runnable / 1e9 / wall,
         "client_cores": client_s / wall,
         "other_cores": max(0.0, busy - server_s - client_s) / wall,
         "rps": result["rps"],
@@ -216,7 +235,8 @@ def threads(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "--concurrency", "8", "--duration", str(args.duration),
                     "--warmup", str(args.warmup)])
                 rows.append({"threads": n, "round": r, **m})
-                print(f"  --threads {n}  worker {m['server_cores']:.2f} cores  client "
+                print(f"  --threads {n}  worker {m['server_cores']:.2f} cores, "
+                      f"{m['runnable_threads']:.2f} threads runnable  client "
                       f"{m['client_cores']:.2f}  other {m['other_cores']:.2f}  "
                       f"{m['rps']:.0f} rps  errors {m['errors']}", flush=True)
     return rows
