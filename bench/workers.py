@@ -49,6 +49,7 @@ if __package__ in (None, ""):
 from bench.common import (
     CLK_TCK,
     PY,
+    RESULTS,
     Proc,
     core_times,
     free_port,
@@ -260,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.1f} at start", flush=True)
     out: dict[str, Any] = {"machine": info, "concurrency": args.concurrency,
                            "duration_s": args.duration}
+    previous = RESULTS / "workers.json"
+    if args.part != "all" and previous.exists():  # keep the other part's last figures
+        kept = json.loads(previous.read_text())
+        out = {**{k: v for k, v in kept.items() if k in ("spreading", "threads")}, **out}
     if args.part in ("all", "spread"):
         print("-- spreading: each worker's share of the server's CPU", flush=True)
         out["spreading"] = spreading(args)
