@@ -66,6 +66,10 @@ class AsyncClient:
         files_dir: where file outputs are written (default: a private temporary
             directory, removed by `close()`).
         service: over gRPC, the service to use when the server offers several.
+        channels: over gRPC, how many connections the client keeps (default 4); each
+            call goes to the one with the fewest calls in flight, so that the server's
+            workers (and pods behind one address) share the client's calls. 1 is one
+            channel as plain grpcio has. HTTP ignores it (its session pools connections).
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class AsyncClient:
         output_types: Mapping[str, Any] | None = None,
         files_dir: str | os.PathLike[str] | None = None,
         service: str | None = None,
+        channels: int | None = None,
     ) -> None:
         self._target: Target = parse_target(url)
         self._options = CallOptions(timeout=timeout, retries=retries, backoff=backoff,
@@ -94,7 +99,8 @@ class AsyncClient:
         if self._target.protocol == "http":
             self._transport: Any = HttpTransport(self._target, **common)
         else:
-            self._transport = GrpcTransport(self._target, service=service, **common)
+            self._transport = GrpcTransport(self._target, service=service,
+                                            channels=channels, **common)
         self._state = _State()
         self._owner = True
 

@@ -1,4 +1,4 @@
-"""The gRPC transport (grpc.aio): one channel per client, APIs from server reflection.
+"""The gRPC transport (grpc.aio): a small channel pool per client, APIs from reflection.
 
 Discovery uses grpcio-reflection's `ProtoReflectionDescriptorDatabase` behind a fresh
 `DescriptorPool`, so the request/response classes are built from exactly what the
@@ -7,13 +7,15 @@ named like the server's method (`Summarize` -> `summarize`); a request is filled
 field by field by the input kinds, a response read back into Python by the output kind
 (a `result` field is the output itself; other responses are the output model's fields).
 A root-input API is told by its rpc's `option (tensorwire.v1.root_input) = true;`.
+Calls go out over a `ChannelPool` (`channels=`, see `tensorwire.client.channels`): each
+to the least busy of a few connections, so several workers or pods share one client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -38,10 +40,11 @@ from ..naming import snake
 from ..wire.status import violations_from_status
 from . import tracecontext
 from .api import RemoteAPI, RemoteField
+from .channels import DEFAULT_CHANNELS, ChannelPool, check_size
 from .filedata import ClientFiles
 from .jsonkinds import fields_summary
 from .kinds import field_kind
-from .options import CallOptions, with_retries
+from .options import RETRYABLE, CallOptions, with_retries
 from .protofields import Model
 from .protokinds import Violations
 from .target import Target
@@ -159,8 +162,10 @@ class GrpcTransport:
 
     def __init__(self, target: Target, *, token: str | None, connect_timeout: float,
                  root_certificates: bytes | None, files: ClientFiles,
-                 service: str | None = None) -> None:
+                 service: str | None = None, channels: int | None = None) -> None:
         self.target = target
+        #: Channels (connections) in the pool: calls spread over them.
+        self.size = DEFAULT_CHANNELS if channels is None else check_size(channels)
         self.files = files
         self.connect_timeout = connect_timeout
         self.service_name = service
@@ -170,7 +175,7 @@ class GrpcTransport:
                              if target.secure else None)
         self._options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
                          ("grpc.max_send_message_length", _MAX_MESSAGE)]
-        self.channel: grpc.aio.Channel | None = None
+        self.channels: ChannelPool | None = None
         self.pool: descriptor_pool.DescriptorPool | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -228,32 +233,30 @@ class GrpcTransport:
         metadata = self._metadata(options)
         apis = await with_retries(
             options, lambda: asyncio.to_thread(self._discover, metadata))
-        if self._credentials is not None:
-            self.channel = grpc.aio.secure_channel(self.target.grpc_target, self._credentials,
-                                                   options=self._options)
-        else:
-            self.channel = grpc.aio.insecure_channel(self.target.grpc_target,
-                                                     options=self._options)
+        self.channels = ChannelPool(self.target.grpc_target, self.size,
+                                    options=self._options, credentials=self._credentials,
+                                    metadata=metadata)
+        await self.channels.start(self.connect_timeout)
         for api in apis.values():
-            response_cls = api.wire["response_cls"]
-            make = self.channel.unary_stream if api.stream else self.channel.unary_unary
-            api.wire["callable"] = make(api.address,
-                                        request_serializer=_serialize,
-                                        response_deserializer=response_cls.FromString)
+            api.wire["callables"] = self.channels.multicallables(
+                api.address, stream=api.stream, request_serializer=_serialize,
+                response_deserializer=api.wire["response_cls"].FromString)
         return apis
 
     async def close(self) -> None:
-        if self.channel is not None:
-            await self.channel.close()
-            self.channel = None
+        if self.channels is not None:
+            await self.channels.close()
+            self.channels = None
 
     def _metadata(self, options: CallOptions) -> tuple[tuple[str, str], ...]:
         extra = tuple((k.lower(), str(v)) for k, v in options.headers.items())
         return tracecontext.with_context((*self.metadata, *extra))  # the caller's trace
 
     async def is_ready(self, options: CallOptions) -> bool:
-        assert self.channel is not None
-        check = self.channel.unary_unary(
+        pool = self.channels
+        assert pool is not None
+        index = pool.acquire()
+        check = pool.channels[index].unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=_serialize,
             response_deserializer=health_pb2.HealthCheckResponse.FromString)
@@ -263,20 +266,31 @@ class GrpcTransport:
                                 metadata=self._metadata(options))
         except grpc.RpcError:
             return False
+        finally:
+            pool.release(index)
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
     # ------------------------------------------------------------------ calls
     async def call(self, api: RemoteAPI, values: dict[str, Any], options: CallOptions) -> Any:
         msg = encode_request(api, values, self.files)
-        method = api.wire["callable"]
+        methods = api.wire["callables"]
         metadata = self._metadata(options)
+        pool = self.channels
+        assert pool is not None
 
         async def attempt() -> Any:
             started = time.monotonic()
+            index = pool.acquire()  # each attempt: the least busy channel now
             try:
-                reply = await method(msg, timeout=options.timeout, metadata=metadata)
+                reply = await methods[index](msg, timeout=options.timeout,
+                                             metadata=metadata)
             except grpc.RpcError as exc:
-                raise self.error(exc, options, started) from None
+                err = self.error(exc, options, started)
+                if isinstance(err, RETRYABLE):  # refused unrun: try other channels first
+                    pool.avoid(index)
+                raise err from None
+            finally:
+                pool.release(index)
             return api.output.decode(reply, self.files)
 
         return await with_retries(options, attempt)
@@ -284,13 +298,21 @@ class GrpcTransport:
     async def open_stream(self, api: RemoteAPI, values: dict[str, Any],
                           options: CallOptions) -> AsyncIterator[Any]:
         msg = encode_request(api, values, self.files)
-        method = api.wire["callable"]
+        methods = api.wire["callables"]
         metadata = self._metadata(options)
+        pool = self.channels
+        assert pool is not None
 
         async def attempt() -> _ReplyStream:
             started = time.monotonic()
-            stream = _ReplyStream(self, api, method(msg, timeout=options.timeout,
-                                                    metadata=metadata), options, started)
+            index = pool.acquire()  # released when the stream ends or is closed
+            try:
+                call = methods[index](msg, timeout=options.timeout, metadata=metadata)
+            except BaseException:
+                pool.release(index)
+                raise
+            stream = _ReplyStream(self, api, call, options, started,
+                                  lambda: pool.release(index), lambda: pool.avoid(index))
             await stream.prime()
             return stream
 
@@ -351,7 +373,8 @@ class _ReplyStream:
     """The replies of one server-streaming call; the first is read eagerly (`prime`)."""
 
     def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
-                 options: CallOptions, started: float) -> None:
+                 options: CallOptions, started: float,
+                 release: Callable[[], None], avoid: Callable[[], None]) -> None:
         self.transport = transport
         self.options = options
         self.started = started
@@ -359,15 +382,29 @@ class _ReplyStream:
         self.call = call
         self.first: Any = None
         self.done = False
+        #: Gives the call's channel back to the pool (once: ended, failed or closed).
+        self._release: Callable[[], None] | None = release
+        #: Tells the pool to pass the channel over (the call was refused unrun).
+        self._avoid = avoid
+
+    def _finish(self) -> None:
+        """The call is over (ended, failed or cancelled): give its channel back."""
+        self.done = True
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     async def _read(self) -> Any:
         try:
             reply = await self.call.read()
         except grpc.RpcError as exc:
-            self.done = True
-            raise self.transport.error(exc, self.options, self.started) from None
+            self._finish()
+            err = self.transport.error(exc, self.options, self.started)
+            if isinstance(err, RETRYABLE):
+                self._avoid()
+            raise err from None
         if reply is grpc.aio.EOF:
-            self.done = True
+            self._finish()
             return None
         return reply
 
@@ -390,7 +427,12 @@ class _ReplyStream:
 
     async def aclose(self) -> None:
         if not self.done:
-            self.done = True
+            self._finish()
             self.call.cancel()
+
+    def __del__(self) -> None:
+        # a stream dropped unread still gives its channel back
+        if getattr(self, "_release", None) is not None:
+            self._finish()
 
 

@@ -9,10 +9,11 @@ It runs an `AsyncClient` on a private event loop in a daemon thread (one per cli
 so both clients share one implementation, and behave identically on both protocols.
 
 Thread-safety: a SyncClient may be shared by any number of threads. Every call is
-handed to the client's loop, which owns the one HTTP session / gRPC channel; calls from
-different threads run concurrently over it (HTTP keeps a pool of connections, gRPC
-multiplexes one). Connect once and share the client; do not call it from inside its
-own callbacks' loop (that is a RuntimeError), and use AsyncClient in async code.
+handed to the client's loop, which owns the one HTTP session / gRPC channel pool; calls
+from different threads run concurrently over it (HTTP keeps a pool of connections, gRPC
+a few channels, see `tensorwire.client.channels`). Connect once and share the client; do
+not call it from inside its own callbacks' loop (that is a RuntimeError), and use
+AsyncClient in async code.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Where a client connects: one URL says the protocol, the address and TLS."""
+"""Where a client connects: one URL says the protocol, the address and TLS.
+
+Besides `http(s)://` and `grpc(s)://`, gRPC's own name syntax is accepted:
+`dns:///host:port` (plaintext gRPC), and `dns://RESOLVER/host:port` to ask the DNS
+server at RESOLVER instead of the system's. A name with several addresses, such as a
+headless Kubernetes Service, is balanced over all of them (`tensorwire.client.channels`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ _SCHEMES = {
     "https": ("http", True),
     "grpc": ("grpc", False),
     "grpcs": ("grpc", True),
+    "dns": ("grpc", False),
 }
 _DEFAULT_PORTS = {("http", False): 80, ("http", True): 443, ("grpc", False): 50051,
                   ("grpc", True): 443}
@@ -25,6 +32,8 @@ class Target:
     secure: bool
     #: A path prefix for HTTP (a service behind a reverse proxy at /svc), no trailing /.
     path: str = ""
+    #: gRPC's `dns:` form: the DNS server to ask ("" for the system's); None otherwise.
+    resolver: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -37,7 +46,9 @@ class Target:
 
     @property
     def grpc_target(self) -> str:
-        """The `host:port` a gRPC channel dials."""
+        """What a gRPC channel dials: `host:port`, or `dns://RESOLVER/host:port`."""
+        if self.resolver is not None:
+            return f"dns://{self.resolver}/{self._netloc}"
         return self._netloc
 
     @property
@@ -48,6 +59,8 @@ class Target:
     def __str__(self) -> str:
         if self.protocol == "http":
             return self.base_url
+        if self.resolver is not None:
+            return self.grpc_target
         return f"{'grpcs' if self.secure else 'grpc'}://{self._netloc}"
 
 
@@ -60,8 +73,14 @@ def parse_target(url: str) -> Target:
     if scheme not in _SCHEMES:
         raise ValueError(
             f"unsupported server URL {url!r}: use http://host:port or https://host:port "
-            "for HTTP, grpc://host:port or grpcs://host:port for gRPC")
+            "for HTTP, grpc://host:port, grpcs://host:port or dns:///host:port for gRPC")
     protocol, secure = _SCHEMES[scheme]
+    resolver = None
+    if scheme == "dns":  # dns:[//RESOLVER]/host:port: the name is the path
+        resolver = parts.netloc
+        if not parts.path.lstrip("/"):
+            raise ValueError(f"server URL {url!r} has no host: use dns:///host:port")
+        parts = urlsplit("//" + parts.path.lstrip("/"))
     if not parts.hostname:
         raise ValueError(f"server URL {url!r} has no host")
     try:
@@ -71,4 +90,4 @@ def parse_target(url: str) -> Target:
     path = parts.path.rstrip("/")
     if protocol == "grpc" and path:
         raise ValueError(f"a gRPC URL has no path: {url!r}")
-    return Target(protocol, parts.hostname, port, secure, path)
+    return Target(protocol, parts.hostname, port, secure, path, resolver)

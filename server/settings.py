@@ -75,6 +75,25 @@ class Settings:
     grpc_max_concurrent_streams: int = _opt(100, "most calls in flight on one gRPC "
                                             "connection (HTTP/2 streams); more wait in "
                                             "the client (0: no limit)")
+    #: gRPC keeps one HTTP/2 connection per channel and SO_REUSEPORT (or a Kubernetes
+    #: Service) places a connection, not a call: an aged connection is closed (GOAWAY)
+    #: so that its client reconnects and lands anew on a worker or pod.
+    grpc_max_connection_age: float = _opt(
+        120.0, "seconds a gRPC connection lives (+/- 10 % jitter) before the server asks "
+        "its client to reconnect, so long-lived channels spread over workers and pods "
+        "(0: forever)")
+    grpc_max_connection_age_grace: float = _opt(
+        300.0, "seconds the calls in flight on an aged gRPC connection get to finish "
+        "before it is closed; at least request_timeout")
+    grpc_keepalive_time: float = _opt(
+        60.0, "seconds of quiet after which the server pings a gRPC connection (keeps "
+        "NAT and load-balancer state alive, finds dead peers)")
+    grpc_keepalive_timeout: float = _opt(
+        20.0, "seconds the server waits for a ping's answer before closing the "
+        "connection")
+    grpc_keepalive_permit_without_calls: bool = _opt(
+        True, "ping idle gRPC connections too, and accept clients' keepalive pings on "
+        "them (every min(10 s, grpc_keepalive_time) at most)")
     auth_token: str | None = _opt(None, "require `Authorization: Bearer <token>` on both "
                                   "protocols (prefer the env var: flags show in `ps`)",
                                   secret=True, metavar="TOKEN")
@@ -125,11 +144,20 @@ class Settings:
         for name in ("max_part_size", "max_concurrency", "retry_after", "request_timeout",
                      "graceful_timeout", "batch_queue_items", "header_timeout",
                      "http_body_timeout", "http_keepalive_timeout", "max_connections",
-                     "grpc_max_connection_idle", "grpc_max_concurrent_streams"):
+                     "grpc_max_connection_idle", "grpc_max_concurrent_streams",
+                     "grpc_max_connection_age", "grpc_max_connection_age_grace"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative")
         if not 0.0 <= self.trace_sample_rate <= 1.0:
             problems.append("trace_sample_rate must be from 0 to 1")
+        for name in ("grpc_keepalive_time", "grpc_keepalive_timeout"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if (self.grpc_max_connection_age and self.request_timeout
+                and self.grpc_max_connection_age_grace < self.request_timeout):
+            # a call that started just before its connection aged would be cut
+            problems.append("grpc_max_connection_age_grace must be at least "
+                            "request_timeout (or grpc_max_connection_age 0)")
         if self.log_level not in LOG_LEVELS:
             problems.append(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         if self.log_format not in LOG_FORMATS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.status import to_status
+from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
 from . import reflection
 from .connections import connection_options
 
@@ -186,6 +188,20 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
     return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)
 
 
+class _Health(health.aio.HealthServicer):
+    """grpc.health.v1 whose Check also names the worker holding the connection (see
+    `tensorwire.wire.worker`): tensorwire's client spreads its calls by it."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__()
+        self._identity = ((WORKER_HEADER, os.urandom(8).hex()), (WORKERS_HEADER, str(workers)))
+
+    async def Check(self, request: health_pb2.HealthCheckRequest,
+                    context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
+        await context.send_initial_metadata(self._identity)
+        return await super().Check(request, context)
+
+
 class GrpcServer:
     """A grpc.aio server carrying one service, health and reflection."""
 
@@ -195,7 +211,7 @@ class GrpcServer:
         self.settings = settings or runtime.settings
         # Numbered as the published contract says, when serving with --proto-lock.
         self.proto = locked_service_proto(runtime.spec, self.settings.proto_lock)
-        self.health = health.aio.HealthServicer()
+        self.health = _Health(self.settings.workers)
         options = [
             ("grpc.max_receive_message_length", self.settings.max_request_size),
             ("grpc.max_send_message_length", self.settings.max_response_size),

@@ -19,6 +19,7 @@ from tests.support.servers import url_of
 iris = pytest.importorskip("examples.iris", reason="the tensor codecs are not here")
 descriptors = pytest.importorskip("examples.descriptors", reason="the tensor codecs are not here")
 frames = pytest.importorskip("examples.frames", reason="the DataFrame codec is not here")
+similarity = pytest.importorskip("examples.similarity")
 pd = pytest.importorskip("pandas")
 torch = pytest.importorskip("torch")
 
@@ -61,6 +62,9 @@ CALLS = [
     ("normalize-input-spec", descriptors.Retrieval, "normalize", (),
      {"vector": np.array([3, 4], np.float16), "label": "AB"},
      {"vector": ("ndarray", "float16", (2,), [0.6001, 0.7998]), "label": "ab"}),
+    ("nearest-own-rows", similarity.Similarity, "nearest", (),
+     {"queries": similarity.embedding_table()[[3, 7]] * 2.0, "k": 1},
+     {"indices": [[3], [7]], "scores": [[1.0], [1.0]]}),
     ("frame-records", frames.Frames, "ratios", (),
      {"df": pd.DataFrame({"species": ["s"], "length": [5.0], "width": [2.0]})},
      ("DataFrame", ["species", "length", "width", "ratio"],

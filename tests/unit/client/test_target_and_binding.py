@@ -26,8 +26,24 @@ def test_urls(url, protocol, host, port, secure, base):
         assert t.grpc_target == (f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
 
 
+@pytest.mark.parametrize(("url", "dialed", "shown"), [
+    ("dns:///svc.ns.svc.cluster.local:50051", "dns:///svc.ns.svc.cluster.local:50051",
+     "dns:///svc.ns.svc.cluster.local:50051"),
+    ("dns:///svc", "dns:///svc:50051", "dns:///svc:50051"),
+    ("dns://10.0.0.10:53/svc:7", "dns://10.0.0.10:53/svc:7", "dns://10.0.0.10:53/svc:7"),
+    ("DNS:///[::1]:7", "dns:///[::1]:7", "dns:///[::1]:7"),
+])
+def test_grpc_dns_names(url, dialed, shown):
+    """gRPC's own `dns:` names: plaintext gRPC, the channel dials the name as given (an
+    authority is the DNS server to ask), so every address of the name is balanced."""
+    t = parse_target(url)
+    assert (t.protocol, t.secure) == ("grpc", False)
+    assert t.grpc_target == dialed
+    assert str(t) == shown
+
+
 @pytest.mark.parametrize("url", ["localhost:3000", "tcp://x:1", "http://", "grpc://h:1/x",
-                                 "http://h:notaport"])
+                                 "http://h:notaport", "dns:///", "dns://1.1.1.1/"])
 def test_bad_urls(url):
     with pytest.raises(ValueError):
         parse_target(url)

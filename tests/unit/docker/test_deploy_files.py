@@ -17,6 +17,7 @@ import yaml
 
 from tensorwire.grpc.server import LIVENESS_SERVICE
 from tensorwire.settings import Settings
+from tensorwire.telemetry.metrics import DURATION
 from tests.support.dockerfile import parse
 from tests.support.servers import ROOT
 
@@ -24,6 +25,8 @@ DOCKER = ROOT / "docker"
 K8S = DOCKER / "k8s"
 BASE = K8S / "base"
 GPU = K8S / "overlays" / "gpu"
+LOAD = K8S / "overlays" / "load-metric"
+LOAD_COMPONENT = K8S / "components" / "load-metric"
 #: Seconds a stop grace period must leave after preStop + the drain: both servers close
 #: (serve.CLOSE_TIMEOUT, 1 s), the runtime and the worker processes exit.
 MARGIN = 5
@@ -46,7 +49,19 @@ def kustomize(folder: Path) -> list[dict]:
 
 
 def by_kind(docs: list[dict]) -> dict[str, dict]:
-    return {doc["kind"]: doc for doc in docs}
+    """Documents by `Kind/name`, and by kind alone: for a kind with several documents
+    (the Service and the headless one) the one named like the app, `tensorwire`."""
+    out: dict[str, dict] = {}
+    for doc in docs:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        out[f"{kind}/{name}"] = doc
+        if kind not in out or name == "tensorwire":
+            out[kind] = doc
+    return out
+
+
+def kinds(docs: list[dict]) -> set[str]:
+    return {doc["kind"] for doc in docs}
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +152,10 @@ def test_compose_file_agrees(stages):
 
 
 def test_kubectl_builds_every_kustomization():
-    kinds = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
-    folders = [K8S, BASE, GPU]
+    expected = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
+    folders = [K8S, BASE, GPU, LOAD]
     for folder in folders:
-        assert set(by_kind(kustomize(folder))) == kinds, folder
+        assert kinds(kustomize(folder)) == expected, folder
     # `apply --dry-run=client` also needs an API server for discovery, so it runs only
     # when a cluster is reachable
     kubectl = shutil.which("kubectl")
@@ -175,7 +190,8 @@ def test_gpu_overlay_asks_for_a_gpu_node_and_keeps_the_rest(manifests, gpu):
         assert container[key] == base_container[key], key
     for key in ("securityContext", "terminationGracePeriodSeconds", "volumes"):
         assert pod[key] == base_pod[key], key
-    for kind in ("Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"):
+    for kind in ("Service", "Service/tensorwire-headless", "HorizontalPodAutoscaler",
+                 "PodDisruptionBudget"):
         assert gpu[kind] == manifests[kind], kind
 
 
@@ -315,3 +331,43 @@ def test_readme_documents_every_build_arg(stages):
     for name in {a for stage in stages for a in stage.args} | set(parse(DOCKER / "Dockerfile")[0]):
         assert f"`{name}`" in docker, name
     assert "https://download.pytorch.org/whl/cpu" in docker
+
+
+def test_headless_service_lists_every_pod_for_grpc_balancing(manifests):
+    """A headless Service (no cluster IP: one DNS record per ready pod) beside the plain
+    one, on the same pods' gRPC port, for clients that balance calls themselves."""
+    plain, headless = manifests["Service"], manifests["Service/tensorwire-headless"]
+    assert headless["spec"]["clusterIP"] == "None"
+    assert "clusterIP" not in plain["spec"]
+    assert headless["spec"]["selector"] == plain["spec"]["selector"]
+    (port,) = headless["spec"]["ports"]
+    assert (port["name"], port["port"], port["targetPort"]) == ("grpc", 50051, "grpc")
+    assert port["appProtocol"] == "kubernetes.io/h2c"
+    # not-ready (draining) pods leave the DNS answer
+    assert not headless["spec"].get("publishNotReadyAddresses", False)
+    readme = (ROOT / "README.md").read_text()
+    assert "dns:///tensorwire-headless." in readme
+
+
+def test_load_metric_hpa_reads_what_the_server_exports(manifests):
+    """overlays/load-metric: the HPA scales on requests in flight per pod (and CPU);
+    the Prometheus adapter's rule makes that metric from a series /metrics exports."""
+    hpa = by_kind(kustomize(LOAD))["HorizontalPodAutoscaler"]
+    metrics = {m["type"]: m for m in hpa["spec"]["metrics"]}
+    assert set(metrics) == {"Pods", "Resource"}
+    assert metrics["Resource"] == manifests["HorizontalPodAutoscaler"]["spec"]["metrics"][0]
+    pods = metrics["Pods"]["pods"]
+    assert pods["target"]["type"] == "AverageValue"
+    values = yaml.safe_load((LOAD_COMPONENT / "prometheus-adapter.values.yaml").read_text())
+    (rule,) = values["rules"]["custom"]
+    assert rule["name"]["as"] == pods["metric"]["name"]
+    series = f"{DURATION._name}_sum"  # a Histogram's running total of seconds
+    assert rule["seriesQuery"].startswith(series + "{")
+    assert rule["name"]["matches"] == f"^{series}$"
+    assert "rate(<<.Series>>" in rule["metricsQuery"]
+    assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
+    # everything but the HPA is the base
+    load = by_kind(kustomize(LOAD))
+    for key in ("Deployment", "Service", "Service/tensorwire-headless",
+                "PodDisruptionBudget"):
+        assert load[key] == manifests[key], key

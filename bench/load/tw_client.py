@@ -1,0 +1,87 @@
+"""tensorwire client load: `concurrency` coroutines on one AsyncClient, back-to-back calls.
+
+    python -m bench.load.tw_client --url grpc://127.0.0.1:50051 --api predict \
+        --kwargs '{"sepal_length": 5.1, ...}' --concurrency 16 --duration 5 [--channels N]
+
+What a production Python client of tensorwire sends: its own AsyncClient with its
+default channel pool (or `--channels N`). Prints `WARM` after the warm-up, then one JSON
+line (the format of `bench.load.grpc_client`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import time
+
+import tensorwire
+from bench.common import percentile
+from tensorwire.errors import TensorwireError
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def run(args: argparse.Namespace) -> dict:
+    kwargs = json.loads(args.kwargs)
+    options = {"channels": args.channels} if args.channels else {}
+    async with tensorwire.AsyncClient(args.url, **options) as client:
+        method = getattr(client, args.api)
+
+        async def loop(deadline: float, stats: dict) -> None:
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                try:
+                    await method(**kwargs)
+                except TensorwireError:
+                    stats["errors"] += 1
+                    continue
+                stats["lat"].append(time.perf_counter() - t0)
+
+        def fresh() -> dict:
+            return {"lat": [], "errors": 0}
+
+        deadline = time.perf_counter() + args.warmup
+        await asyncio.gather(*(loop(deadline, fresh()) for _ in range(args.concurrency)))
+        print("WARM", flush=True)
+        stats = fresh()
+        cpu0 = _cpu()
+        start = time.perf_counter()
+        deadline = start + args.duration
+        await asyncio.gather(*(loop(deadline, stats) for _ in range(args.concurrency)))
+        elapsed = time.perf_counter() - start
+        cpu = _cpu() - cpu0
+    lat = sorted(stats["lat"])
+    return {
+        "requests": len(lat),
+        "errors": stats["errors"],
+        "elapsed_s": elapsed,
+        "rps": len(lat) / elapsed,
+        "p50_ms": percentile(lat, 50) * 1e3,
+        "p99_ms": percentile(lat, 99) * 1e3,
+        "client_cpu": cpu / elapsed,
+        "samples": len(lat),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True)
+    p.add_argument("--api", required=True)
+    p.add_argument("--kwargs", default="{}", help="the call's inputs, as a JSON object")
+    p.add_argument("--channels", type=int, default=0, help="0: the client's default")
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--warmup", type=float, default=1.0)
+    args = p.parse_args(argv)
+    print(json.dumps(asyncio.run(run(args))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
