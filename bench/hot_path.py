@@ -62,7 +62,7 @@ async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
     settings = Settings(**settings_overrides)
     runtime = ServiceRuntime(spec, settings)
     await runtime.start()
-    return HttpEndpoint(spec.apis["predict"], runtime, settings).handle
+    return HttpEndpoint(spec.apis["predict"], runtime, settings).handler
 
 
 async def bare_handler(_: dict[str, Any]) -> Any:

@@ -49,11 +49,14 @@ from .protofields import Model
 from .protokinds import Violations
 from .target import Target
 
-#: Services every tensorwire server offers beside the user's own.
+#: Services every tensorwire server offers beside the user's own (the Open Inference
+#: Protocol's serves the same APIs to tritonclient and KServe; this client calls the
+#: service's own contract).
 INFRA_SERVICES = frozenset({
     "grpc.health.v1.Health",
     "grpc.reflection.v1alpha.ServerReflection",
     "grpc.reflection.v1.ServerReflection",
+    "inference.GRPCInferenceService",
 })
 _MAX_MESSAGE = -1  # the server enforces its own limit (RESOURCE_EXHAUSTED past it)
 ROOT_INPUT_OPTION = tw_types.ROOT_INPUT.name  # "root_input", in tensorwire/v1/types.proto

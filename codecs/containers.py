@@ -7,6 +7,7 @@ of it is built), and add only what the wrapper changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
@@ -16,6 +17,7 @@ from .core import MISSING, Codec, Scope
 from .http_facet import JSON, HttpBody, HttpFacet, Part
 from .multipart import encode_parts, field_parts
 from .proto_facet import ProtoBuilder, ProtoFacet, ProtoType
+from .v2_facet import Tensor, TensorMeta, V2Facet, elements
 
 
 class ListBatching:
@@ -122,6 +124,47 @@ class OptionalProto(ProtoFacet):
             self.inner.write_field(msg, name, value)
 
 
+class OptionalV2(V2Facet):
+    """The inner facet; None is no tensor at all (an input left out, an output not
+    sent). Not elementwise: a list of optional values has no tensor form but JSON."""
+
+    elementwise = False
+
+    def __init__(self, codec: OptionalCodec) -> None:
+        super().__init__(codec)
+        self.inner_codec = codec.inner
+
+    @property
+    def inner(self) -> V2Facet:
+        return self.inner_codec.v2
+
+    @property
+    def unsupported(self) -> str | None:
+        return self.inner.unsupported
+
+    @property
+    def output_unsupported(self) -> str | None:
+        return self.inner.output_unsupported
+
+    def tensors(self, name: str) -> list[TensorMeta]:
+        return self.inner.tensors(name)
+
+    def input_names(self, name: str) -> tuple[str, ...] | None:
+        return self.inner.input_names(name)
+
+    def output_tensors(self) -> list[TensorMeta]:
+        return self.inner.output_tensors()
+
+    def decode(self, name: str, inputs: Mapping[str, Tensor], scope: Scope) -> Any:
+        return self.inner.decode(name, inputs, scope)
+
+    def encode(self, name: str, value: Any) -> list[Tensor]:
+        return [] if value is None else self.inner.encode(name, value)
+
+    def encode_outputs(self, value: Any) -> list[Tensor]:
+        return [] if value is None else self.inner.encode_outputs(value)
+
+
 class OptionalCodec(Codec):
     """`X | None`: the inner codec, with None meaning "field not set"."""
 
@@ -130,6 +173,7 @@ class OptionalCodec(Codec):
         self.inner = inner
         self.http = OptionalHttp(self, inner.http)
         self.proto = OptionalProto(self, inner.proto)
+        self.v2: V2Facet = OptionalV2(self)
 
     @property
     def has_tensors(self) -> bool:
@@ -227,6 +271,60 @@ class ListProto(ProtoFacet):
             container.extend([to_proto(v) for v in value])
 
 
+class ListV2(V2Facet):
+    """A list of values that are one element each (numbers, text, bytes, files,
+    images): one tensor of shape [-1] of the item's datatype. Other items (tensors,
+    frames, optional values) make the list its JSON form in one BYTES element."""
+
+    elementwise = False
+    codec: ListCodec
+
+    @property
+    def item(self) -> V2Facet | None:
+        """The item's facet when the list is a tensor of items, else None (JSON)."""
+        item = self.codec.item.v2
+        return item if item.elementwise and item.unsupported is None else None
+
+    @property
+    def datatype(self) -> str:  # type: ignore[override]
+        item = self.item
+        return "BYTES" if item is None else item.datatype
+
+    @property
+    def unsupported(self) -> str | None:
+        return None if self.item is not None else super().unsupported
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        item = self.item
+        return super().parameters if item is None else item.parameters
+
+    def tensors(self, name: str) -> list[TensorMeta]:
+        if self.item is None:
+            return super().tensors(name)
+        return [TensorMeta(name, self.datatype, (-1,), self.parameters)]
+
+    def decode(self, name: str, inputs: Mapping[str, Tensor], scope: Scope) -> Any:
+        item = self.item
+        if item is None:
+            return super().decode(name, inputs, scope)
+        tensor = inputs[name]
+        out = []
+        for i, element in enumerate(elements(tensor)):
+            try:
+                out.append(item.from_element(element, tensor.parameters, scope))
+            except FieldError as exc:
+                raise exc.under(i) from None
+        return out
+
+    def encode(self, name: str, value: Any) -> list[Tensor]:
+        item = self.item
+        if item is None:
+            return super().encode(name, value)
+        array, parameters = item.encode_elements(list(self.codec.output_value(value)))
+        return [Tensor(name, array, parameters)]
+
+
 class ListCodec(Codec):
     """`list[X]` (also tuple/set/frozenset of one type): `repeated X`.
 
@@ -242,6 +340,7 @@ class ListCodec(Codec):
         self.item = item
         self.http = ListHttp(self)
         self.proto = ListProto(self)
+        self.v2 = ListV2(self)
 
     @property
     def has_tensors(self) -> bool:
@@ -309,6 +408,25 @@ def _map_values(facet: ProtoFacet, msg: Any, name: str) -> ProtoFacet:
                            .fields_by_name["value"])
 
 
+class MapV2(V2Facet):
+    """JSON in one BYTES element; as an API's whole output, one output per key with
+    the value's own form (`dict[str, int]`: an INT64 [1] per key)."""
+
+    codec: MapCodec
+
+    @property
+    def output_unsupported(self) -> str | None:
+        return self.codec.value.v2.unsupported
+
+    def output_tensors(self) -> list[TensorMeta]:
+        return []  # the keys are known only when the value is
+
+    def encode_outputs(self, value: Any) -> list[Tensor]:
+        facet = self.codec.value.v2
+        value = self.codec.output_value(value)
+        return [t for key, item in value.items() for t in facet.encode(str(key), item)]
+
+
 class MapCodec(Codec):
     """`dict[K, V]` with scalar keys: a JSON object, a `map<K, V>`."""
 
@@ -320,6 +438,7 @@ class MapCodec(Codec):
         self.value = value
         self.http = HttpFacet(self)
         self.proto = MapProto(self)
+        self.v2 = MapV2(self)
 
     @property
     def has_tensors(self) -> bool:

@@ -9,7 +9,9 @@ particular to one wire lives in a facet, a small object with plain attributes:
 - `http` (`http_facet.HttpFacet`): body media, body and part decoding, response and
   stream-chunk encoding, whether the value travels as a file;
 - `proto` (`proto_facet.ProtoFacet`): the protobuf field it becomes, reading and
-  writing it, and the zero-copy split of big bytes fields.
+  writing it, and the zero-copy split of big bytes fields;
+- `v2` (`v2_facet.V2Facet`): the Open Inference Protocol tensors a value is (metadata,
+  decoding request tensors, encoding outputs).
 
 Transports only move bytes and call facets; they never look at the Python type. A new
 wire is one new facet per family; a new family is one module.
@@ -35,6 +37,7 @@ from .finite import checked_json, output_serializer, refuse_nonfinite_output
 if TYPE_CHECKING:
     from .http_facet import HttpFacet
     from .proto_facet import ProtoFacet
+    from .v2_facet import V2Facet
 
 
 class _Missing:
@@ -130,6 +133,9 @@ class Codec:
     http: HttpFacet
     #: The protobuf facet (set by every codec).
     proto: ProtoFacet
+    #: The Open Inference Protocol facet (set by every codec; `v2_facet.V2Facet`, the
+    #: JSON form in one BYTES element, where the family has no better form).
+    v2: V2Facet
     #: How values merge for adaptive batching; None when they cannot.
     batch: Batching | None = None
     #: What `output_value` passes as it is (isinstance); () validates every value.

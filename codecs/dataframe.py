@@ -30,6 +30,7 @@ from .http_facet import HttpFacet
 from .jsonarray import cast
 from .markers import CodecMarker
 from .proto_facet import MessageProto
+from .v2_facet import Tensor, TensorMeta, V2Facet, oip_datatype
 
 _FORMAT = "pandas-dataframe"
 
@@ -68,6 +69,7 @@ class DataFrameCodec(Codec):
         super().__init__(python_type, Annotated[(pd.DataFrame, FrameSchema(self), *metadata)])
         self.http = HttpFacet(self)
         self.proto = FrameProto(self, "tensorwire.v1.DataFrame")
+        self.v2 = FrameV2(self)
         self.batch = FRAME_BATCHING
 
     def __repr__(self) -> str:
@@ -274,6 +276,88 @@ class FrameProto(MessageProto):
         index = frame.index
         if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
             prototensor.fill(_wire_column("index", index.to_series()), msg.index)
+
+
+class FrameV2(V2Facet):
+    """One tensor per column, named after it, as MLServer's pandas codec sends a frame:
+    shape [n] (or [n, 1]), BYTES for strings; the datatype of a column with a declared
+    dtype is that dtype's. A frame whose columns are not declared takes every input
+    no other field of its API reads. The index does not travel."""
+
+    elementwise = False
+    codec: DataFrameCodec
+
+    def __init__(self, codec: DataFrameCodec) -> None:
+        super().__init__(codec, None)
+
+    @property
+    def unsupported(self) -> str | None:
+        for c, spec in self.codec.casts.items():
+            if oip_datatype(spec) is None:
+                return f"column {c!r}: {spec.name} has no Open Inference Protocol datatype"
+        return None
+
+    def tensors(self, name: str) -> list[TensorMeta]:
+        columns = self.codec.columns or []
+        return [TensorMeta(c, oip_datatype(self.codec.casts.get(c)) or "", (-1,))
+                for c in columns]
+
+    def input_names(self, name: str) -> tuple[str, ...] | None:
+        columns = self.codec.columns
+        return None if columns is None else tuple(columns)
+
+    def output_tensors(self) -> list[TensorMeta]:
+        return self.tensors("")
+
+    def decode(self, name: str, inputs: Any, scope: Scope) -> Any:
+        data: dict[str, np.ndarray] = {}
+        length = None
+        for column, tensor in inputs.items():
+            array = tensor.array
+            if array.ndim == 2 and array.shape[1] == 1:
+                array = array.reshape(-1)
+            if array.ndim != 1:
+                raise FieldError(f"a column is shape [n] (or [n, 1]), got "
+                                 f"{list(tensor.array.shape)}", loc=(column,),
+                                 type="dataframe_column")
+            if length is not None and len(array) != length:
+                first = next(iter(data))
+                raise FieldError(f"ragged columns: {column!r} has {len(array)} values where "
+                                 f"{first!r} has {length}", loc=(column,),
+                                 type="dataframe_ragged")
+            length = len(array)
+            if array.dtype == object:  # BYTES: a column of strings
+                try:
+                    array = _texts(array)
+                except FieldError as exc:
+                    raise exc.under(column) from None
+            data[column] = array
+        return pd.DataFrame(data, columns=list(data))
+
+    def encode(self, name: str, value: Any) -> list[Tensor]:
+        frame = value if isinstance(value, pd.DataFrame) else self.codec.adapter.validate_python(
+            value)
+        out = []
+        for column in frame.columns:
+            try:
+                out.append(Tensor(str(column), _wire_column(str(column), frame[column])))
+            except FieldError as exc:
+                raise exc.under(str(column)) from None
+        return out
+
+    def encode_outputs(self, value: Any) -> list[Tensor]:
+        return self.encode("", value)
+
+
+def _texts(array: np.ndarray) -> np.ndarray:
+    out = np.empty(len(array), dtype=object)
+    for i, item in enumerate(array):
+        try:
+            out[i] = item.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"a BYTES element is not UTF-8 text: {exc.reason}",
+                             loc=(i,), type="dataframe_column") from None
+    return out
 
 
 class FrameBatching:

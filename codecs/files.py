@@ -41,6 +41,7 @@ from .media import (
     unsupported_to_field_error,
 )
 from .proto_facet import MessageProto
+from .v2_facet import MediaV2
 
 CHUNK = 256 * 1024
 
@@ -111,19 +112,8 @@ class FileProto(MessageProto):
     codec: FileCodec
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
-        codec = self.codec
-        content = bytes(raw.content)
-        claimed = raw.content_type or None
-        filename = raw.filename or None
-        media_type = resolve_media_type(content[:SNIFF_BYTES], claimed, filename)
-        try:
-            check_media(codec.content_type, media_type, claimed)
-        except UnsupportedBody as exc:
-            raise unsupported_to_field_error(exc) from None
-        path = _upload_name(scope.temp_dir, _final_suffix(filename, claimed, media_type))
-        path.write_bytes(content)
-        _remember(scope, path, UploadInfo(filename, media_type, claimed, len(content)))
-        return path
+        return self.codec.store_bytes(bytes(raw.content), raw.content_type or None,
+                                      raw.filename or None, scope)
 
     def fill(self, value: Any, msg: Any) -> None:
         path = Path(value)
@@ -168,6 +158,21 @@ class FileHttp(HttpFacet):
         return self.codec.adapter.dump_json(value)
 
 
+class FileV2(MediaV2):
+    """One BYTES element per file, its media type in the tensor's `content_type`
+    parameter (the client's claim in, the file's type out); stored like a gRPC File."""
+
+    codec: FileCodec
+
+    def from_element(self, item: Any, parameters: Any, scope: Scope) -> Any:
+        return self.codec.store_bytes(self.content(item), self.claimed(parameters), None,
+                                      scope)
+
+    def media_element(self, value: Any) -> tuple[bytes, str | None]:
+        path = Path(value)
+        return path.read_bytes(), self.codec.media_type_of(path)
+
+
 class FileCodec(Codec):
     """`pathlib.Path` (and `Annotated[Path, ContentType(...)]`): a file on every wire."""
 
@@ -182,9 +187,25 @@ class FileCodec(Codec):
         self.http = FileHttp(self, body_media=pattern or OCTET_STREAM,
                              output_media=self.declared or OCTET_STREAM, is_file=True)
         self.proto = FileProto(self, "tensorwire.v1.File")
+        self.v2 = FileV2(self, pattern or OCTET_STREAM)
 
     def __repr__(self) -> str:
         return f"FileCodec({self.content_type})"
+
+    def store_bytes(self, content: bytes, claimed: str | None, filename: str | None,
+                    scope: Scope) -> Path:
+        """An upload received whole (gRPC File, OIP BYTES): checked for its media type
+        (its bytes, refined by the claim), then written to a generated name in the
+        request's temp dir; FieldError (type `content_type`) on a mismatch."""
+        media_type = resolve_media_type(content[:SNIFF_BYTES], claimed, filename)
+        try:
+            check_media(self.content_type, media_type, claimed)
+        except UnsupportedBody as exc:
+            raise unsupported_to_field_error(exc) from None
+        path = _upload_name(scope.temp_dir, _final_suffix(filename, claimed, media_type))
+        path.write_bytes(content)
+        _remember(scope, path, UploadInfo(filename, media_type, claimed, len(content)))
+        return path
 
     def json_schema(self, mode: str) -> dict[str, Any]:
         """schema.json form (BentoML's): `type: file`; serialised, a binary string."""

@@ -7,7 +7,7 @@ images) subclass it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -131,6 +131,20 @@ class HttpFacet:
         """An HTTP response body for an output value."""
         codec = self.codec
         return HttpBody(codec.dump_json(codec.output_value(value)), JSON)
+
+    def json_encoder(self) -> Callable[[Any], bytes] | None:
+        """The JSON bytes of an output value, when every response of this facet is that
+        JSON whatever the request's Accept says (None otherwise: tensors, files, models
+        holding them). A compiled handler calls it instead of building an `HttpBody`."""
+        if type(self).encode is not HttpFacet.encode:
+            return None
+        return self.plain_json_encoder()
+
+    def plain_json_encoder(self) -> Callable[[Any], bytes]:
+        """What `encode` does for a JSON value, without the `HttpBody` around it."""
+        codec = self.codec
+        dump, value_of = codec.dump_json, codec.output_value
+        return lambda value: dump(value_of(value))
 
     def encode_chunk(self, value: Any) -> bytes:
         """One streamed chunk (SSE `data:`); JSON unless the family knows better."""

@@ -43,6 +43,7 @@ from .media import (
     unsupported_to_field_error,
 )
 from .proto_facet import MessageProto
+from .v2_facet import MediaV2
 
 ENV_MAX_PIXELS = "TENSORWIRE_MAX_IMAGE_PIXELS"
 DEFAULT_OUTPUT_FORMAT = "PNG"
@@ -176,6 +177,23 @@ class ImageHttp(HttpFacet):
         raise FieldError("images cannot be streamed as server-sent events")
 
 
+class ImageV2(MediaV2):
+    """One BYTES element per image (any format PIL reads; the tensor's `content_type`
+    is the client's claim), decoded as a raw body is; out in its own format, its media
+    type in `content_type`."""
+
+    codec: ImageCodec
+
+    def from_element(self, item: Any, parameters: Any, scope: Scope) -> Any:
+        try:
+            return self.codec.decode(self.content(item), self.claimed(parameters), None, scope)
+        except UnsupportedBody as exc:
+            raise unsupported_to_field_error(exc) from None
+
+    def media_element(self, value: Any) -> tuple[bytes, str | None]:
+        return encode_image(value)
+
+
 class ImageCodec(Codec):
     """`PIL.Image.Image`, optionally `Annotated[Image.Image, ContentType("image/png")]`."""
 
@@ -187,6 +205,7 @@ class ImageCodec(Codec):
         self.http = ImageHttp(self, body_media=body_media, output_media="image/*",
                               is_file=True)
         self.proto = ImageProto(self, "tensorwire.v1.File")
+        self.v2 = ImageV2(self, body_media)
 
     def __repr__(self) -> str:
         return f"ImageCodec({self.content_type})"

@@ -27,6 +27,7 @@ from .core import Codec, Scope, instances_of
 from .http_facet import HttpFacet
 from .jsonschema import inline_refs
 from .proto_facet import ProtoBuilder, ProtoFacet, ProtoType
+from .v2_facet import Tensor, TensorMeta, V2Facet
 
 #: Keys of a JSON Schema that document rather than constrain: left out of the option.
 _DOC_KEYS = frozenset({"title", "description", "examples", "default"})
@@ -67,6 +68,29 @@ class JsonTextProto(ProtoFacet):
         return self.codec.dump_json(value).decode()
 
 
+
+
+class StructV2(V2Facet):
+    """JSON in one BYTES element; as an API's whole output, one output per key, each
+    holding its value's JSON (the keys are known only when the value is)."""
+
+    def output_tensors(self) -> list[TensorMeta]:
+        return []
+
+    def encode_outputs(self, value: Any) -> list[Tensor]:
+        value = self.codec.output_value(value)
+        out = []
+        for key, item in value.items():
+            array, parameters = self.encode_elements([item])
+            out.append(Tensor(str(key), array, parameters))
+        return out
+
+    def to_element(self, value: Any) -> Any:
+        # Called for one value of the dict (encode_outputs) or the whole dict (encode).
+        # one value of Any: written as HTTP writes JSON (a NaN is an error, never null)
+        return _any_codec().dump_json(value)
+
+
 class JsonValueCodec(Codec):
     """`Any`, and every type with no direct protobuf form: its JSON form everywhere.
 
@@ -83,6 +107,7 @@ class JsonValueCodec(Codec):
                              else instances_of(python_type))
         self.http = HttpFacet(self)
         self.proto: ProtoFacet = JsonTextProto(self)
+        self.v2: V2Facet = V2Facet(self)
 
     @functools.cached_property
     def json_schema_text(self) -> str:
@@ -100,6 +125,7 @@ class StructCodec(JsonValueCodec):
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)
         self.output_types = dict
+        self.v2 = StructV2(self)
 
 
 class JsonListCodec(JsonValueCodec):
@@ -108,3 +134,9 @@ class JsonListCodec(JsonValueCodec):
     def __init__(self, python_type: Any, annotation: Any | None = None) -> None:
         super().__init__(python_type, annotation)
         self.batch = LIST_BATCHING
+
+
+@functools.cache
+def _any_codec() -> JsonValueCodec:
+    """The codec of one `Any` value (a key of a dict output, on the v2 wire)."""
+    return JsonValueCodec(Any)

@@ -22,6 +22,7 @@ from .finite import loosen
 from .http_facet import JSON, HttpBody, HttpFacet
 from .multipart import encode_parts, field_parts
 from .proto_facet import MessageProto, MessageSink, ProtoBuilder, ProtoType
+from .v2_facet import Tensor, TensorMeta, V2Facet
 
 
 class ModelField:
@@ -72,6 +73,9 @@ class ModelHttp(HttpFacet):
         for f in codec.fields:
             parts.extend(field_parts(f.name, f.codec, getattr(value, f.name, None), accept))
         return encode_parts(parts)
+
+    def json_encoder(self) -> Callable[[Any], bytes] | None:
+        return None if self.is_file else self.plain_json_encoder()
 
 
 class ModelProto(MessageProto):
@@ -162,6 +166,36 @@ class ModelBatching:
                 for i in range(len(sizes))]
 
 
+class ModelV2(V2Facet):
+    """JSON in one BYTES element (an input, a nested field); as an API's whole output,
+    one output per field, each in its own codec's form (None fields left out)."""
+
+    codec: ModelCodec
+
+    @property
+    def output_unsupported(self) -> str | None:
+        for f in self.codec.fields:
+            reason = f.codec.v2.unsupported
+            if reason is not None:
+                return f"field {f.name!r}: {reason}"
+        return None
+
+    def output_tensors(self) -> list[TensorMeta]:
+        return [t for f in self.codec.fields for t in f.codec.v2.tensors(f.name)]
+
+    def encode_outputs(self, value: Any) -> list[Tensor]:
+        value = self.codec.output_value(value)
+        out: list[Tensor] = []
+        for f in self.codec.fields:
+            item = getattr(value, f.name, None)
+            if item is not None:
+                try:
+                    out.extend(f.codec.v2.encode(f.name, item))
+                except FieldError as exc:
+                    raise exc.under(f.name) from None
+        return out
+
+
 class ModelCodec(Codec):
     """A pydantic model: its fields' codecs, resolved on first use."""
 
@@ -178,6 +212,7 @@ class ModelCodec(Codec):
         self._tensors: bool | None = None
         self.http = ModelHttp(self)
         self.proto = ModelProto(self)
+        self.v2 = ModelV2(self)
 
     @functools.cached_property
     def fields(self) -> list[ModelField]:

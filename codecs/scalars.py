@@ -27,6 +27,7 @@ from .media import (
     unsupported_to_field_error,
 )
 from .proto_facet import BOOL, BYTES, DOUBLE, INT64, STRING, ProtoBuilder, ProtoFacet, ProtoType
+from .v2_facet import MediaV2, NumberV2, TextV2, V2Facet
 
 _PROTO: dict[type, ProtoType] = {str: STRING, int: INT64, float: DOUBLE, bool: BOOL,
                                  bytes: BYTES}
@@ -65,6 +66,7 @@ class ScalarCodec(Codec):
         self.output_types = instances_of(python_type)
         self.http = HttpFacet(self)
         self.proto = ScalarProto(self, base)
+        self.v2: V2Facet = NumberV2(self, base) if base in (bool, int, float) else TextV2(self)
 
 
 class FloatCodec(ScalarCodec):
@@ -190,6 +192,30 @@ class BytesProto(ScalarProto):
         return raw
 
 
+class BytesV2(MediaV2):
+    """One BYTES element holding the bytes. With a ContentType the bytes are checked
+    against it (as a raw body is: the client's `content_type` parameter is its claim)
+    and outputs carry their `content_type`."""
+
+    codec: BytesCodec
+
+    def from_element(self, item: Any, parameters: Any, scope: Scope) -> Any:
+        data = self.content(item)
+        codec = self.codec
+        if codec.content_type is not None:
+            try:
+                codec.check(data, self.claimed(parameters))
+            except UnsupportedBody as exc:
+                raise unsupported_to_field_error(exc) from None
+        return data
+
+    def media_element(self, value: Any) -> tuple[bytes, str | None]:
+        data = bytes(self.codec.output_value(value))
+        if self.codec.content_type is None:
+            return data, None
+        return data, self.codec.media_type_of(data)
+
+
 class BytesCodec(ScalarCodec):
     """`bytes`: base64 in JSON, `bytes` in protobuf, the raw body as a root input.
 
@@ -215,6 +241,7 @@ class BytesCodec(ScalarCodec):
             output_media = self.declared or pattern
         self.http = BytesHttp(self, body_media=media, output_media=output_media)
         self.proto = BytesProto(self, base)
+        self.v2 = BytesV2(self, content_type.pattern if content_type is not None else None)
 
     def check(self, data: bytes, claimed: str | None, filename: str | None = None) -> None:
         """Raise UnsupportedBody when the bytes are not of the declared media type."""
@@ -309,6 +336,9 @@ class EnumCodec(Codec):
         self.name = name
         self.http = HttpFacet(self)
         self.proto = EnumProto(self)
+        # Enums of strings are their text; others (of numbers, of mixed values) JSON.
+        plain = [v.value if isinstance(v, enum.Enum) else v for v in values]
+        self.v2 = TextV2(self) if all(isinstance(v, str) for v in plain) else V2Facet(self)
 
 
 def enum_codec(tp: type[enum.Enum], annotation: Any) -> EnumCodec:
@@ -352,3 +382,4 @@ class StringFormCodec(Codec):
         self.output_types = instances_of(python_type)
         self.http = HttpFacet(self)
         self.proto = StringFormProto(self)
+        self.v2 = TextV2(self)

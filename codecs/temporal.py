@@ -14,6 +14,7 @@ from ..wire.wellknown import (
 from .core import Codec, Scope
 from .http_facet import HttpFacet
 from .proto_facet import MessageProto
+from .v2_facet import TextV2
 
 
 class TimestampProto(MessageProto):
@@ -39,6 +40,7 @@ class DatetimeCodec(Codec):
         super().__init__(python_type, annotation)
         self.http = HttpFacet(self)
         self.proto = TimestampProto(self)
+        self.v2 = TextV2(self)
 
 
 class DurationProto(MessageProto):
@@ -62,3 +64,4 @@ class TimedeltaCodec(Codec):
         super().__init__(python_type, annotation)
         self.http = HttpFacet(self)
         self.proto = DurationProto(self)
+        self.v2 = TextV2(self)

@@ -37,6 +37,7 @@ from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is
 from .markers import CodecMarker
 from .proto_facet import MessageProto, ProtoBuilder, ProtoType
 from .tensorspec import TensorSpec, element_schema, example, format_shape
+from .v2_facet import ANY_DATATYPE, Tensor, TensorMeta, V2Facet, oip_datatype
 
 _ACCEPTED_BODIES = "application/json or application/x-npy"
 
@@ -80,6 +81,7 @@ class TensorCodec(Codec):
         super().__init__(python_type, Annotated[(base, TensorSchema(self), *metadata)])
         self.http = TensorHttp(self, binary_media=(npy.NPY,))
         self.proto = TensorProto(self, "tensorwire.v1.Tensor")
+        self.v2 = TensorV2(self)
         self.batch = TensorBatching(spec)
 
     def __repr__(self) -> str:
@@ -199,6 +201,64 @@ class TensorProto(MessageProto):
 
     def from_split(self, raw: Any, data: Any, scope: Scope) -> Any:
         return prototensor.to_numpy(raw, data=data)
+
+
+class TensorV2(V2Facet):
+    """The tensor itself: datatype from `DType`, shape from `Shape` (-1 for a free
+    dimension; [-1] when no Shape is declared, ANY_DATATYPE when no DType is).
+
+    The request's array is handed to pydantic as it is (a view of the received bytes),
+    so dtype and shape are checked by the same `TensorSpec.check` as on every other
+    wire; BYTES elements become a NumPy string array for a `string` tensor.
+    """
+
+    elementwise = False
+    codec: TensorCodec
+
+    def __init__(self, codec: TensorCodec) -> None:
+        super().__init__(codec, None)
+        spec = codec.spec
+        self._datatype = oip_datatype(spec.dtype)
+        self.shape = spec.shape.dims if spec.shape is not None else (-1,)
+
+    @property
+    def datatype(self) -> str:  # type: ignore[override]
+        return self._datatype or ANY_DATATYPE
+
+    @property
+    def unsupported(self) -> str | None:
+        if self._datatype is None:
+            return (f"{self.codec.spec.dtype} tensors have no Open Inference Protocol "
+                    "datatype")
+        return None
+
+    def tensors(self, name: str) -> list[TensorMeta]:
+        return [TensorMeta(name, self.datatype, self.shape)]
+
+    def decode(self, name: str, inputs: Any, scope: Scope) -> Any:
+        array = inputs[name].array
+        if array.dtype == object:  # BYTES
+            declared = self.codec.spec.dtype
+            if declared is not None and not declared.is_string:
+                raise FieldError(f"expected dtype {declared.name}, got BYTES",
+                                 type="tensor_dtype")
+            return _strings(array)
+        return array
+
+    def encode(self, name: str, value: Any) -> list[Tensor]:
+        return [Tensor(name, self.codec.to_numpy(value))]
+
+
+def _strings(array: np.ndarray) -> np.ndarray:
+    """BYTES elements as a NumPy unicode array (the form of `string` tensors)."""
+    flat = []
+    for item in array.reshape(-1):
+        try:
+            flat.append(item.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise FieldError(f"a BYTES element is not UTF-8 text: {exc.reason}",
+                             type="tensor_dtype") from None
+    return np.array(flat, dtype=str).reshape(array.shape)
 
 
 class TensorHttp(HttpFacet):

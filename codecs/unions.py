@@ -12,6 +12,7 @@ from ..wire.field_error import FieldError
 from .core import Codec, Scope
 from .http_facet import HttpFacet
 from .proto_facet import MessageProto, MessageSink, ProtoBuilder, ProtoType
+from .v2_facet import V2Facet
 
 
 class UnionProto(MessageProto):
@@ -73,6 +74,7 @@ class UnionCodec(Codec):
         self.output_types = tuple(members)
         self.http = HttpFacet(self)
         self.proto = UnionProto(self)
+        self.v2 = V2Facet(self)
 
     @functools.cached_property
     def codecs(self) -> list[Codec]:

@@ -34,6 +34,8 @@ class Settings:
     grpc_port: int = _opt(50051, "gRPC port (0: any free port)")
     http: bool = _opt(True, "serve HTTP")
     grpc: bool = _opt(True, "serve gRPC")
+    v2: bool = _opt(True, "serve the Open Inference Protocol (KServe v2: /v2 routes, "
+                    "inference.GRPCInferenceService) beside each API's own")
     workers: int = _opt(1, "worker processes sharing both ports (SO_REUSEPORT)")
     #: Threads running `def` (sync) API methods.
     threads: int = _opt(8, "threads per worker running sync (def) API methods")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..context import Context, Headers, RequestInfo
@@ -202,11 +204,25 @@ class _Health(health.aio.HealthServicer):
         return await super().Check(request, context)
 
 
+@dataclass(frozen=True)
+class ExtraService:
+    """Another gRPC service on the same server (the Open Inference Protocol's): health
+    reports it with the API's service, reflection lists and describes it."""
+
+    #: Its full name (`inference.GRPCInferenceService`).
+    name: str
+    handler: grpc.GenericRpcHandler
+    #: Adds the files that describe it to a descriptor pool (reflection's).
+    add_files: Callable[[descriptor_pool.DescriptorPool], None]
+
+
 class GrpcServer:
-    """A grpc.aio server carrying one service, health and reflection."""
+    """A grpc.aio server carrying one service, health and reflection (and `extra`
+    services beside it)."""
 
     def __init__(self, runtime: ServiceRuntime, settings: Settings | None = None,
-                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+                 extra: Sequence[ExtraService] = ()) -> None:
         self.runtime = runtime
         self.settings = settings or runtime.settings
         # Numbered as the published contract says, when serving with --proto-lock.
@@ -219,11 +235,15 @@ class GrpcServer:
             *connection_options(self.settings),
         ]
         self.server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
-        self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),))
+        self.server.add_generic_rpc_handlers((generic_handler(self.proto, runtime),
+                                              *(e.handler for e in extra)))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.add_infra_files(self.proto.pool)
-        names = (self.proto.spec.grpc_service_name, health.SERVICE_NAME,
-                 reflection.V1, reflection.V1ALPHA)
+        for service in extra:
+            service.add_files(self.proto.pool)
+        #: What readiness (health "" and each of these) reports.
+        self.served = (self.proto.spec.grpc_service_name, *(e.name for e in extra))
+        names = (*self.served, health.SERVICE_NAME, reflection.V1, reflection.V1ALPHA)
         self.server.add_generic_rpc_handlers(reflection.ReflectionServicer(
             self.proto.pool, names,
             {self.proto.file_name: self.proto.file_proto.SerializeToString()}).handlers())
@@ -249,7 +269,8 @@ class GrpcServer:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", status)
-        await self.health.set(self.proto.spec.grpc_service_name, status)
+        for name in self.served:
+            await self.health.set(name, status)
 
     async def stop(self, grace: float | None) -> None:
         await self.server.stop(grace)

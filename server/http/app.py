@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import orjson
 from aiohttp import web
 
@@ -21,7 +23,10 @@ def _json(payload: object, status: int = 200) -> web.Response:
                         headers={"Content-Type": "application/json"})
 
 
-def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web.Application:
+def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
+               routes: Iterable[Callable[[web.UrlDispatcher], None]] = ()) -> web.Application:
+    """The app of one service; each of `routes` adds more routes (another transport's,
+    such as the Open Inference Protocol's) before the catch-all 404/405 route."""
     settings = settings or runtime.settings
     spec = runtime.spec
     # Auth and CORS are installed by `tensorwire.security.http.secure_app` when they are
@@ -30,7 +35,7 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
     app = web.Application(client_max_size=settings.max_request_size)
     app[RUNTIME_KEY] = runtime
     for api in spec.apis.values():
-        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handle)
+        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handler)
 
     schema_body = orjson.dumps(schema_json(spec))
     openapi_body = orjson.dumps(openapi(spec, auth=bool(settings.auth_token),
@@ -68,5 +73,7 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None) -> web
             return web.Response(body=body, headers={"Content-Type": content_type})
 
         app.router.add_get("/metrics", json_errors(get_metrics))
+    for install in routes:
+        install(app.router)
     app.router.add_route("*", "/{_unmatched:.*}", unmatched)  # last: 404 / 405 as JSON
     return app

@@ -33,6 +33,7 @@ from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from .body import content_coding, read_body
+from .compiled import Handler, compile_handler
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .responses import error_response, from_http_exception
 from .streams import framing_for
@@ -105,30 +106,13 @@ class HttpEndpoint:
             else:
                 resp = await self.respond(request, body, ctx)
             return resp
-        except TensorwireError as exc:
-            if not exc.public:
-                log.error("%s %s failed [%s]: %s", request.method, request.path,
-                          ctx.request.id, exc.message)
-            resp = error_response(exc, ctx.request.id)
-            return resp
-        except web.HTTPException as exc:  # aiohttp's own, e.g. 413 from request.read()
-            if exc.status < 400:
-                raise
-            resp = error_response(from_http_exception(exc), ctx.request.id)
-            return resp
         except asyncio.CancelledError:
             ctx.cancel()
             raise
-        except ConnectionError as exc:  # the client left mid-request (mid-upload)
-            ctx.cancel()
-            log.info("%s %s: client went away [%s]: %s", request.method, request.path,
-                     ctx.request.id, exc)
-            resp = error_response(Cancelled(), ctx.request.id)
-            return resp
-        except Exception:
-            log.exception("%s %s failed [%s]", request.method, request.path,
-                          ctx.request.id)
-            resp = error_response(InternalError(), ctx.request.id)
+        except Exception as exc:
+            if isinstance(exc, ConnectionError):
+                ctx.cancel()
+            resp = self.failure(exc, request, ctx.request.id)
             return resp
         finally:
             ctx.close()
@@ -139,6 +123,33 @@ class HttpEndpoint:
                               resp.body_length or resp.content_length or 0)
             if span is not None:  # after the access line, which reads its trace id
                 span.finish(499 if resp is None else resp.status)
+
+    @staticmethod
+    def failure(exc: Exception, request: web.Request, request_id: str) -> web.Response:
+        """The answer to what handling `request` raised, logged when it is not the
+        client's fault (aiohttp's own redirects, below 400, are raised on)."""
+        if isinstance(exc, TensorwireError):
+            if not exc.public:
+                log.error("%s %s failed [%s]: %s", request.method, request.path,
+                          request_id, exc.message)
+            return error_response(exc, request_id)
+        if isinstance(exc, web.HTTPException):  # aiohttp's own, e.g. 413 from read()
+            if exc.status < 400:
+                raise exc
+            return error_response(from_http_exception(exc), request_id)
+        if isinstance(exc, ConnectionError):  # the client left mid-request (mid-upload)
+            log.info("%s %s: client went away [%s]: %s", request.method, request.path,
+                     request_id, exc)
+            return error_response(Cancelled(), request_id)
+        log.error("%s %s failed [%s]", request.method, request.path, request_id,
+                  exc_info=exc)
+        return error_response(InternalError(), request_id)
+
+    @property
+    def handler(self) -> Handler:
+        """What the route calls: the API's compiled handler when it has one (see
+        `tensorwire.http.compiled`), else `handle`."""
+        return compile_handler(self) or self.handle
 
     def _plain_json(self, request: web.Request) -> bool:
         """The common case, decided without a coroutine: a JSON object body within the

@@ -119,6 +119,9 @@ class Reloader:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(OSError):  # a worker still importing takes EOF as stop
+                if proc.stdin:
+                    proc.stdin.close()
             try:
                 proc.wait(self.settings.graceful_timeout + 5)
             except subprocess.TimeoutExpired:

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from .. import inference
 from ..contract.descriptor import ServiceSpec
 from ..grpc import GrpcServer
+from ..grpc.server import ExtraService
 from ..http import create_app
 from ..http.connections import runner as http_runner
 from ..runtime.service import ServiceRuntime
@@ -30,6 +32,7 @@ from ..security.grpc import interceptors
 from ..security.http import secure_app
 from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
+from ..v2 import Repository, V2Routes, V2Servicer
 
 log = logging.getLogger("tensorwire.serve")
 
@@ -69,8 +72,12 @@ class Server:
         s = self.settings
         await self.runtime.start()
         shared = s.workers > 1  # SO_REUSEPORT only when several workers share the ports
+        # The Open Inference Protocol on both ports, over the same runtime: the same
+        # admission, limits, batching and security as the native routes.
+        v2 = Repository(self.runtime) if s.v2 else None
         if s.http:
-            app = create_app(self.runtime, s)
+            routes = [V2Routes(v2, s).install] if v2 is not None else []
+            app = create_app(self.runtime, s, routes=routes)
             secure_app(app, s)
             # The drain waits for API requests itself; closing then only needs a moment.
             # handler_cancellation: a client that hangs up cancels its handler, as a
@@ -92,7 +99,9 @@ class Server:
             sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
         if s.grpc:
-            self._grpc = GrpcServer(self.runtime, s, interceptors(s))
+            extra = [ExtraService(inference.SERVICE_NAME, V2Servicer(v2).handler(),
+                                  inference.add_to_pool)] if v2 is not None else []
+            self._grpc = GrpcServer(self.runtime, s, interceptors(s), extra)
             try:
                 self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port,
                                                        grpc_credentials(s))

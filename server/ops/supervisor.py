@@ -1,6 +1,6 @@
 """`tensorwire serve --workers N`: a supervisor process and N worker processes.
 
-Each worker is a fresh interpreter (`python -m tensorwire.ops.worker`, never a fork: gRPC's
+Each worker is a fresh interpreter (`tensorwire.ops.worker` run by WORKER_BOOT, never a fork: gRPC's
 C core does not survive fork after it started) that loads the service once and serves
 both protocols on the same ports as its siblings, via SO_REUSEPORT; the kernel spreads
 new connections across them. The supervisor reserves the ports first (a bound,
@@ -81,6 +81,16 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: A worker process ignores stop signals from its first instruction until its event loop
+#: takes them over (`tensorwire.ops.worker`): a SIGTERM forwarded while it still imports
+#: would otherwise kill it like a crash. A stop it ignored is not lost: the supervisor
+#: also closes the worker's stdin, which the worker takes as a stop too.
+WORKER_BOOT = ("import signal, runpy\n"
+               "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+               "runpy.run_module('tensorwire.ops.worker', run_name='__main__', alter_sys=True)\n")
+
+
 def start_worker(settings: Settings, env: dict[str, str],
                  explicit: set[str] | None = None) -> subprocess.Popen:
     """`python -m tensorwire.ops.worker`, handed its settings as one JSON line on stdin.
@@ -89,7 +99,7 @@ def start_worker(settings: Settings, env: dict[str, str],
     layers the service's `@service(...)` options under them itself, after it imported
     the service (`--reload`, whose parent never imports it).
     """
-    proc = subprocess.Popen([sys.executable, "-m", "tensorwire.ops.worker"],
+    proc = subprocess.Popen([sys.executable, "-c", WORKER_BOOT],
                             stdin=subprocess.PIPE, env=env)
     config: dict[str, object] = {"settings": dataclasses.asdict(settings)}
     if explicit is not None:
@@ -237,6 +247,9 @@ class Supervisor:
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGKILL if self._force else signal.SIGTERM)
+            if proc.stdin is not None:  # the stop a still-starting worker cannot miss
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         deadline = time.monotonic() + self.settings.graceful_timeout + STOP_MARGIN
         clean = not self._gave_up
         killed = self._force

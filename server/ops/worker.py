@@ -60,6 +60,13 @@ def _with_service_options(settings: Settings, spec, explicit: set[str]) -> Setti
 
 
 async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
+    # A stop can come while the service is still loading (the supervisor forwards a
+    # SIGTERM to every worker, ready or not): from the first moment it is noted, not the
+    # default action that kills the process and reads as a crash.
+    loop = asyncio.get_running_loop()
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.append, sig)
     try:
         spec = load_service(settings.service)
         if explicit is not None:
@@ -75,7 +82,10 @@ async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
     except Exception as exc:  # e.g. tracing asked for without the otel extra
         log.error("worker cannot serve %s: %s", settings.service, exc)
         return EXIT_STARTUP
-    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0)  # run the handler of a signal that came while loading
+    if stopping:
+        log.info("worker stopped before it started serving")
+        return 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
     _watch_stdin(loop, server)
@@ -109,7 +119,13 @@ def main() -> int:
               file=sys.stderr)
         return EXIT_STARTUP
     logs.configure(settings.log_level, settings.log_format)
-    return asyncio.run(_serve(settings, explicit))
+    try:
+        return asyncio.run(_serve(settings, explicit))
+    finally:
+        # The loop's handlers are gone: a stop signal now (one the supervisor sent while
+        # this worker was already on its way out) must not kill it as a crash would.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

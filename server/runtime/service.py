@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..codecs import transfer
@@ -136,17 +136,12 @@ class ServiceRuntime:
         return self.admission.draining
 
     # ------------------------------------------------------------------ calls
-    def _limit(self, deadline: float | None) -> float | None:
+    def limit_for(self, deadline: float | None) -> float | None:
         """The seconds this call may take: the server's limit or the client's deadline."""
         limit = self.admission.timeout
         if deadline is not None and (limit is None or deadline < limit):
             return max(deadline, 0.0)
         return limit
-
-    @staticmethod
-    def _timed_out(limit: float, ctx: Context) -> DeadlineExceeded:
-        ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
-        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
 
     def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
         if not self.ready:
@@ -155,13 +150,48 @@ class ServiceRuntime:
         args, kw = self._callers[api.name](kwargs, ctx)
         return method, args, kw
 
+    def direct(self, api: APISpec) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+        """The call of a unary API with nothing around it, for a handler compiled per
+        API: validated arguments in, an awaitable of the host-side result out.
+
+        None when the call needs a request's `Context` (the method declares one) or
+        per-call bookkeeping (tracing, device outputs outside a batch): the transport
+        then takes the general path, `call`. The time limit stays the caller's (see
+        `Deadlines.enter`), so that it costs no coroutine frame. Call it after `start`.
+        """
+        if (api.output.stream or api.context_param is not None or self.tracing is not None
+                or not self.ready):
+            return None
+        if api.batchable:
+            return self._batchers[api.name].submit
+        if api.output.codec.has_tensors:
+            return None
+        method = self._methods[api.name]
+        if api.is_async:
+            return lambda kwargs: method(**kwargs)
+        run = self.handoff.run
+        # the thread's job needs no cleanup when the caller stops waiting: without a
+        # Context there is no temp dir to keep until it returns
+        return lambda kwargs: run(functools.partial(method, **kwargs)).future
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The per-request time limits of this worker's loop (compiled handlers)."""
+        return self._deadlines
+
+    def timed_out(self, limit: float, ctx: Context | None = None) -> DeadlineExceeded:
+        """The error of a call that ran past `limit` seconds (cancelling `ctx`)."""
+        if ctx is not None:
+            ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
+        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
+
     async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context,
                    deadline: float | None = None) -> Any:
         """Run a unary API and return its (host-side) result.
 
         `deadline`: seconds the client still waits (gRPC), None when it did not say.
         """
-        limit = self._limit(deadline)
+        limit = self.limit_for(deadline)
         if api.is_async and not api.batchable and not api.output.codec.has_tensors:
             # The method's own coroutine, unwrapped: nothing to do after it returns.
             method, args, kw = self._prepare(api, kwargs, ctx)
@@ -175,7 +205,7 @@ class ServiceRuntime:
         try:
             return await self._deadlines.run(limit, work)
         except Expired:
-            raise self._timed_out(limit, ctx) from None
+            raise self.timed_out(limit, ctx) from None
 
     async def _call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
         if api.batchable:
@@ -231,7 +261,7 @@ class ServiceRuntime:
                         try:
                             watch.check()
                         except Expired:
-                            raise self._timed_out(limit, ctx) from None  # type: ignore[arg-type]
+                            raise self.timed_out(limit, ctx) from None  # type: ignore[arg-type]
                         raise
                     finally:
                         watch.disarm()

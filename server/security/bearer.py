@@ -12,7 +12,9 @@ import hmac
 
 from ..errors import Unauthenticated
 
-HEALTH_PATHS = frozenset({"/livez", "/readyz", "/healthz"})
+#: Probes send no token. The Open Inference Protocol's health routes are KServe's probes.
+HEALTH_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/v2/health/live",
+                          "/v2/health/ready"})
 METRICS_PATH = "/metrics"
 #: Swagger UI's page, its assets and the OpenAPI document it loads (see http.docs).
 DOCS_PATHS = frozenset({"/docs", "/docs.json", "/docs/static/swagger-ui-bundle.js",

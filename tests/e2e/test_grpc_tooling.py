@@ -42,7 +42,8 @@ def test_reflection_answers_both_versions(servers, version: str):
     names = {s.name for s in listed.list_services_response.service}
     assert names == {"quickstart.Quickstart", "grpc.health.v1.Health",
                      "grpc.reflection.v1.ServerReflection",
-                     "grpc.reflection.v1alpha.ServerReflection"}
+                     "grpc.reflection.v1alpha.ServerReflection",
+                     "inference.GRPCInferenceService"}  # the same APIs as v2 models
     reply = _reflect(target, version, rpb.ServerReflectionRequest(
         file_containing_symbol="grpc.reflection.v1.ServerReflection"))
     v1 = _files(reply)["grpc/reflection/v1/reflection.proto"]

@@ -10,7 +10,7 @@ The layer order (lowest first; a module may import its own layer or any lower on
     protobuf  descriptors, message conversion, framing, .proto text
     telemetry logs, metrics
     runtime   the service runtime, admission, deadlines, batching
-    http, grpc          the transports
+    http, grpc, v2      the transports (v2: the Open Inference Protocol on both ports)
     security  auth, CORS, TLS (ops installs them on the transports)
     ops       settings sources, serve, workers, CLI, probe
 
@@ -44,7 +44,7 @@ LAYERS: list[set[str]] = [
     {"protobuf"},
     {"telemetry"},
     {"runtime"},
-    {"http", "grpc"},
+    {"http", "grpc", "v2"},
     {"security"},
     {"ops"},
 ]

@@ -1,0 +1,107 @@
+"""A JSON API's HTTP handler, compiled when the service is served.
+
+The general handler (`HttpEndpoint.handle`) serves every shape of request: roots,
+files, multipart, streams, compressed bodies, Context parameters, tracing. Each of those
+costs every request something (a `Context` with its lock, a `Ticket`, a `RequestInfo`,
+a coroutine per call, per-request checks of flags that never change). Most APIs are a
+JSON object in and a JSON value out, called with neither a Context nor tracing; for them
+this closure holds only what the API needs, decided once:
+
+- admission inline (`Admission.enter`/`leave`), the metrics series held, the request's
+  id and peer made only for an error or an access line;
+- the method called directly (`ServiceRuntime.direct`), its time limit inline
+  (`Deadlines.enter`/`leave`: no coroutine frame);
+- the output written straight to JSON bytes (`HttpFacet.json_encoder`).
+
+A request the closure does not cover (another content type, a compressed or unsized
+body, a refusal while draining or over the concurrency limit) goes to the general
+handler, which answers it exactly as before: behaviour is the same, only the cost differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ..context import Headers, RequestInfo
+from ..runtime.deadlines import Deadlines, Expired
+
+if TYPE_CHECKING:
+    from .endpoint import HttpEndpoint
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_JSON_HEADERS = (("Content-Type", "application/json"),)
+
+
+def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
+    """The compiled handler of `endpoint`'s API, or None when its API needs the general
+    one (a root input, files, a stream, a Context parameter, tracing, tensor outputs)."""
+    api = endpoint.api
+    runtime = endpoint.runtime
+    if api.is_root or api.has_files or api.output.stream:
+        return None
+    encode = api.output.codec.http.json_encoder()
+    call = runtime.direct(api)
+    if encode is None or call is None:
+        return None
+    admission = runtime.admission
+    general = endpoint.handle
+    plain_json = endpoint._plain_json
+    failure = endpoint.failure
+    decode = endpoint.decoder.decode_json
+    series = admission.series("http", api.name)
+    enter, leave = admission.enter, admission.leave
+    limit = admission.limit
+    timeout = admission.timeout
+    deadlines = runtime.deadlines
+    timed_out = runtime.timed_out
+    name = api.name
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if (admission.draining or (limit and admission.in_flight >= limit)
+                or not runtime.ready or not plain_json(request)):
+            return await general(request)
+        start = enter(series)
+        info: RequestInfo | None = None
+        resp: web.StreamResponse | None = None
+        try:
+            kwargs = decode(await request.read())
+            if timeout is None:
+                result = await call(kwargs)
+            else:
+                entry = deadlines.enter(timeout)  # a handler always runs in a task
+                assert entry is not None
+                try:
+                    result = await call(kwargs)
+                except asyncio.CancelledError:
+                    try:
+                        Deadlines.cancelled(entry)
+                    except Expired:
+                        raise timed_out(timeout) from None
+                    raise
+                else:
+                    Deadlines.leave(entry)
+                finally:
+                    deadlines.forget(entry)
+            resp = web.Response(body=encode(result), headers=_JSON_HEADERS)
+            return resp
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            info = request_info(request)
+            resp = failure(exc, request, info.id)
+            return resp
+        finally:
+            leave(series, start, "http", name, "499" if resp is None else str(resp.status),
+                  request.content_length or 0,
+                  0 if resp is None else resp.body_length or resp.content_length or 0,
+                  info if info is not None else lambda: request_info(request))
+
+    def request_info(request: web.Request) -> RequestInfo:
+        return RequestInfo("http", name, Headers(request.headers), lambda: request.remote)
+
+    return handle
+

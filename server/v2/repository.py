@@ -1,0 +1,96 @@
+"""The one data plane both v2 transports delegate to: models, health, metadata, infer.
+
+As MLServer's `DataPlane`: the HTTP routes and the gRPC servicer convert their wire
+form into `Tensor`s, call here, and convert back. Inference runs through the same
+`ServiceRuntime.call` as the native routes (time limits, batching: a batchable API
+batches v2 and native requests together); admission stays with the transports, which
+know the status they answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..codecs.v2_facet import Tensor
+from ..context import Context
+from ..errors import NotFound
+from ..runtime.service import ServiceRuntime
+from ..version import __version__
+from ..wire.oip import BINARY_EXTENSION
+from .model import V2Model
+
+#: The server's name in server metadata.
+SERVER_NAME = "tensorwire"
+#: The protocol extensions this server speaks.
+EXTENSIONS = (BINARY_EXTENSION,)
+
+
+class Repository:
+    """The v2 models of one service: one per API, named after it."""
+
+    def __init__(self, runtime: ServiceRuntime) -> None:
+        self.runtime = runtime
+        self.models = {api.name: V2Model(api) for api in runtime.spec.apis.values()}
+
+    # ------------------------------------------------------------------ health
+    @property
+    def live(self) -> bool:
+        """The process answers: true for as long as it serves at all (drain included)."""
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """Ready for inference: started and not draining."""
+        return self.runtime.ready and not self.runtime.draining
+
+    def model_ready(self, model: V2Model) -> bool:
+        return self.ready and model.unsupported is None
+
+    # ------------------------------------------------------------------ metadata
+    def server_metadata(self) -> dict[str, Any]:
+        return {"name": SERVER_NAME, "version": __version__, "extensions": list(EXTENSIONS)}
+
+    def model(self, name: str, version: str | None = None) -> V2Model:
+        """The model `name` (at `version`; empty or None: the only one), or NotFound."""
+        model = self.models.get(name)
+        if model is None:
+            known = ", ".join(self.models) or "(none)"
+            raise NotFound(f"unknown model {name!r}; this server has: {known}")
+        if version and version != model.version:
+            raise NotFound(f"model {name!r} has no version {version!r}; its version is "
+                           f"{model.version!r}")
+        return model
+
+    def index(self) -> list[dict[str, str]]:
+        """Every model with its state, and why it is unavailable (Triton's repository
+        index): an API the protocol cannot carry is listed with the reason."""
+        out = []
+        for model in self.models.values():
+            entry = {"name": model.name, "version": model.version,
+                     "state": "READY" if self.model_ready(model) else "UNAVAILABLE"}
+            if model.unsupported is not None:
+                entry["reason"] = model.unsupported
+            elif not self.ready:
+                entry["reason"] = "the server is not ready"
+            out.append(entry)
+        return out
+
+    # ------------------------------------------------------------------ infer
+    async def infer(self, model: V2Model, inputs: Mapping[str, Tensor],
+                    requested: Sequence[str], ctx: Context,
+                    deadline: float | None = None) -> list[Tensor]:
+        """Decode, run the API, encode; only the `requested` outputs (all if none).
+
+        `ctx` is the request's Context: the decode scope (uploads go to its temp dir)
+        and what the method sees. `deadline`: seconds the client still waits (gRPC).
+        """
+        model.refuse_if_unsupported()
+        model.check_requested(requested)
+        kwargs = model.decode(inputs, ctx)
+        result = await self.runtime.call(model.api, kwargs, ctx, deadline)
+        outputs = model.encode(result)
+        if requested:
+            wanted = set(requested)
+            outputs = [t for t in outputs if t.name in wanted]
+        return outputs

@@ -1,0 +1,219 @@
+"""The Open Inference Protocol over HTTP, on the service's own aiohttp app.
+
+`GET /v2`, `/v2/health/live`, `/v2/health/ready`; `GET /v2/models/{m}[/versions/{v}]`
+and `.../ready`; `POST .../infer` with JSON tensors or Triton's binary tensor extension
+in both directions (`Inference-Header-Content-Length`, `binary_data_size`,
+`binary_data`, `binary_data_output`, the raw single-input body); and Triton's
+`POST /v2/repository/index`, which lists every API with its state and, for one the
+protocol cannot carry, the reason.
+
+Bodies are read whatever their Content-Type (tritonclient sends none). Errors are the
+one error model's JSON body (`{"error": ...}` first): validation failures of any kind
+are 400 as the protocol asks, an unknown model or version 404, a stream 501.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..codecs.v2_facet import Tensor
+from ..context import Context, Headers, RequestInfo
+from ..errors import (
+    Cancelled,
+    InternalError,
+    InvalidArgument,
+    PayloadTooLarge,
+    TensorwireError,
+)
+from ..http.body import read_body
+from ..http.responses import error_response, from_http_exception, json_errors
+from ..settings import Settings
+from ..wire.oip import (
+    INFERENCE_HEADER_CONTENT_LENGTH,
+    HttpInferResponse,
+    ResponseOutput,
+    build_http_infer_response,
+    parse_http_infer_request,
+)
+from .repository import Repository
+
+log = logging.getLogger("tensorwire.v2")
+
+#: Responses up to this size are joined and sent in one write; larger ones are
+#: written chunk by chunk, each output's bytes straight from its array.
+JOIN_LIMIT = 1 << 20
+_JSON = {"Content-Type": "application/json"}
+
+
+def _json(payload: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload), headers=_JSON)
+
+
+def _error(exc: TensorwireError, request_id: str | None = None) -> web.Response:
+    """The error model's response; every invalid argument is 400, as the protocol asks
+    (a content type the API refuses is not a 415 here: tritonclient sends none)."""
+    resp = error_response(exc, request_id)
+    if isinstance(exc, InvalidArgument) and resp.status != 400:
+        resp.set_status(400)
+    return resp
+
+
+class V2Routes:
+    """The handlers of every v2 route, over one Repository."""
+
+    def __init__(self, repository: Repository, settings: Settings) -> None:
+        self.repository = repository
+        self.runtime = repository.runtime
+        self.admission = repository.runtime.admission
+        self.max_size = settings.max_request_size
+
+    def install(self, router: web.UrlDispatcher) -> None:
+        """Add the routes (before the app's catch-all, which answers 404/405)."""
+        router.add_get("/v2", json_errors(self.server_metadata))
+        router.add_get("/v2/health/live", json_errors(self.live))
+        router.add_get("/v2/health/ready", json_errors(self.ready))
+        router.add_post("/v2/repository/index", json_errors(self.index))
+        for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+            router.add_get(base, json_errors(self.model_metadata))
+            router.add_get(base + "/ready", json_errors(self.model_ready))
+            router.add_post(base + "/infer", self.infer)
+
+    # ------------------------------------------------------------------ server
+    async def server_metadata(self, _: web.Request) -> web.Response:
+        return _json(self.repository.server_metadata())
+
+    async def live(self, _: web.Request) -> web.Response:
+        return _json({"live": self.repository.live})
+
+    async def ready(self, _: web.Request) -> web.Response:
+        if self.repository.ready:
+            return _json({"ready": True})
+        return _json({"ready": False, "error": "the server is not ready"}, 400)
+
+    async def index(self, request: web.Request) -> web.Response:
+        """Triton's repository index; a body `{"ready": true}` lists ready models only."""
+        body = await request.read()
+        only_ready = False
+        if body.strip():
+            try:
+                options = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                return _error(InvalidArgument(f"the request is not valid JSON: {exc}"))
+            if not isinstance(options, dict):
+                return _error(InvalidArgument("the request must be a JSON object"))
+            only_ready = options.get("ready") is True
+        entries = self.repository.index()
+        if only_ready:
+            entries = [e for e in entries if e["state"] == "READY"]
+        return _json(entries)
+
+    # ------------------------------------------------------------------ models
+    async def model_metadata(self, request: web.Request) -> web.Response:
+        try:
+            model = self.repository.model(request.match_info["model"],
+                                          request.match_info.get("version"))
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json(model.metadata())
+
+    async def model_ready(self, request: web.Request) -> web.Response:
+        try:
+            model = self.repository.model(request.match_info["model"],
+                                          request.match_info.get("version"))
+        except TensorwireError as exc:
+            return _error(exc)
+        if self.repository.model_ready(model):
+            return _json({"name": model.name, "ready": True})
+        reason = model.unsupported or "the server is not ready"
+        return _json({"name": model.name, "ready": False, "error": reason}, 400)
+
+    async def infer(self, request: web.Request) -> web.StreamResponse:
+        """Admission, decode, call, encode: the native endpoint's shape, for v2 bodies."""
+        try:
+            model = self.repository.model(request.match_info["model"],
+                                          request.match_info.get("version"))
+        except TensorwireError as exc:  # before admission: no metric for unknown names
+            return _error(exc)
+        info = RequestInfo("http", model.name, Headers(request.headers),
+                           lambda: request.remote)
+        try:
+            ticket = self.admission.admit("http", model.name, info)
+        except TensorwireError as exc:  # draining or over the concurrency limit
+            return _error(exc, info.id)
+        resp: web.StreamResponse | None = None
+        ctx = self.runtime.context(info)
+        try:
+            model.refuse_if_unsupported()
+            length = request.content_length
+            if length is not None and length > self.max_size:
+                raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit "
+                                      f"of {self.max_size} bytes")
+            # gzip/deflate bodies (tritonclient's request_compression_algorithm) are
+            # inflated within the size limit; the header length counts inflated bytes
+            parsed = parse_http_infer_request(
+                await read_body(request, self.max_size),
+                request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH),
+                raw_input=model.raw_input)
+            inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters)
+                      for i in parsed.inputs}
+            outputs = await self.repository.infer(model, inputs,
+                                                  [o.name for o in parsed.outputs], ctx)
+            built = build_http_infer_response(
+                [ResponseOutput(t.name, t.array, parsed.wants_binary(t.name),
+                                t.parameters or None) for t in outputs],
+                model_name=model.name, model_version=model.version, id=parsed.id)
+            resp = await self.respond(request, built, ctx)
+            return resp
+        except TensorwireError as exc:
+            if not exc.public:
+                log.error("v2 %s failed [%s]: %s", model.name, ctx.request.id, exc.message)
+            resp = _error(exc, ctx.request.id)
+            return resp
+        except web.HTTPException as exc:  # aiohttp's own, e.g. 413 from request.read()
+            if exc.status < 400:
+                raise
+            resp = _error(from_http_exception(exc), ctx.request.id)
+            return resp
+        except asyncio.CancelledError:
+            ctx.cancel()
+            raise
+        except ConnectionError as exc:  # the client left mid-request
+            ctx.cancel()
+            log.info("v2 %s: client went away [%s]: %s", model.name, ctx.request.id, exc)
+            resp = _error(Cancelled(), ctx.request.id)
+            return resp
+        except Exception:
+            log.exception("v2 %s failed [%s]", model.name, ctx.request.id)
+            resp = _error(InternalError(), ctx.request.id)
+            return resp
+        finally:
+            ctx.close()
+            if resp is None:
+                ticket.finish(499, request.content_length or 0, 0)
+            else:
+                ticket.finish(resp.status, request.content_length or 0,
+                              resp.body_length or resp.content_length or 0)
+
+    @staticmethod
+    async def respond(request: web.Request, built: HttpInferResponse, ctx: Context
+                      ) -> web.StreamResponse:
+        """The body: joined when small, else each output written from its array."""
+        headers: dict[str, Any] = {"Content-Type": built.content_type,
+                                   **ctx.response.headers}
+        if built.header_length is not None:
+            headers[INFERENCE_HEADER_CONTENT_LENGTH] = str(built.header_length)
+        total = built.content_length
+        if total <= JOIN_LIMIT or len(built.chunks) == 1:
+            return web.Response(body=built.body(), headers=headers)
+        resp = web.StreamResponse(headers=headers)
+        resp.content_length = total
+        await resp.prepare(request)
+        for chunk in built.chunks:
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp

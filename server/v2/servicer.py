@@ -1,0 +1,264 @@
+"""The Open Inference Protocol over gRPC: `inference.GRPCInferenceService` on the
+service's own grpc.aio server.
+
+`ServerLive`, `ServerReady`, `ModelReady`, `ServerMetadata`, `ModelMetadata`,
+`ModelInfer`, and Triton's `ModelStreamInfer` (requests answered in order, errors
+in-band as `error_message`). Messages travel as bytes and are parsed here, so a
+malformed one is INVALID_ARGUMENT rather than grpc's opaque INTERNAL. Inputs come as
+typed `contents` or `raw_input_contents` (never both: Triton's rule), big raw inputs as
+views of the received buffer (`framing`); outputs always go back as
+`raw_output_contents`, which is what tritonclient reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from .. import inference as pb
+from ..codecs.v2_facet import Tensor
+from ..context import Context, Headers, RequestInfo
+from ..errors import (
+    ERROR_KIND_HEADER,
+    InternalError,
+    InvalidArgument,
+    TensorwireError,
+    error_kind,
+)
+from ..wire.oip import (
+    arrays_from_infer_request,
+    params_from_proto,
+    params_to_proto,
+    raw_from_array,
+)
+from ..wire.status import to_status
+from .framing import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
+from .model import PLATFORM, V2Model
+from .repository import Repository
+
+log = logging.getLogger("tensorwire.v2")
+
+#: `ModelStreamInferResponse.infer_response`.
+_STREAM_INFER_RESPONSE = 2
+
+
+def _parse(cls: Any, data: bytes) -> Any:
+    try:
+        return cls.FromString(data)
+    except DecodeError as exc:
+        raise InvalidArgument(f"malformed {cls.DESCRIPTOR.name}: {exc}") from None
+
+
+class V2Servicer:
+    """The handlers of `inference.GRPCInferenceService`, over one Repository."""
+
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+        self.runtime = repository.runtime
+        self.admission = repository.runtime.admission
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """One generic handler for the whole service (bytes in, bytes out)."""
+        unary = grpc.unary_unary_rpc_method_handler
+        methods = {
+            "ServerLive": unary(self._small(pb.ServerLiveRequest, self.server_live)),
+            "ServerReady": unary(self._small(pb.ServerReadyRequest, self.server_ready)),
+            "ModelReady": unary(self._small(pb.ModelReadyRequest, self.model_ready)),
+            "ServerMetadata": unary(self._small(pb.ServerMetadataRequest,
+                                                self.server_metadata)),
+            "ModelMetadata": unary(self._small(pb.ModelMetadataRequest,
+                                               self.model_metadata)),
+            "ModelInfer": unary(self.model_infer),
+            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.model_stream_infer),
+        }
+        return grpc.method_handlers_generic_handler(pb.SERVICE_NAME, methods)
+
+    # ------------------------------------------------------------------ small calls
+    def _small(self, request_cls: Any, answer: Callable[[Any], Any]) -> Any:
+        """A unary handler: parse, answer (a message), serialise; errors as status."""
+
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                return answer(_parse(request_cls, data)).SerializeToString()
+            except TensorwireError as exc:
+                await _abort(context, exc, None)
+                raise  # unreachable: abort raises
+            except Exception:
+                log.exception("v2 %s failed", request_cls.DESCRIPTOR.name)
+                await _abort(context, InternalError(), None)
+                raise  # unreachable: abort raises
+
+        return handle
+
+    def server_live(self, _: Any) -> Any:
+        return pb.ServerLiveResponse(live=self.repository.live)
+
+    def server_ready(self, _: Any) -> Any:
+        return pb.ServerReadyResponse(ready=self.repository.ready)
+
+    def model_ready(self, request: Any) -> Any:
+        model = self.repository.model(request.name, request.version)
+        return pb.ModelReadyResponse(ready=self.repository.model_ready(model))
+
+    def server_metadata(self, _: Any) -> Any:
+        meta = self.repository.server_metadata()
+        return pb.ServerMetadataResponse(name=meta["name"], version=meta["version"],
+                                         extensions=meta["extensions"])
+
+    def model_metadata(self, request: Any) -> Any:
+        model = self.repository.model(request.name, request.version)
+        out = pb.ModelMetadataResponse(name=model.name, versions=[model.version],
+                                       platform=PLATFORM)
+        for target, tensors in ((out.inputs, model.inputs), (out.outputs, model.outputs)):
+            for t in tensors:
+                target.add(name=t.name, datatype=t.datatype, shape=list(t.shape))
+        return out
+
+    # ------------------------------------------------------------------ infer
+    def _request(self, data: bytes) -> tuple[Any, Any, V2Model]:
+        """(request, its raw inputs or None, its model); the raw inputs of a big
+        request are cut out before parsing, as views of `data`."""
+        try:
+            head, raw = split_raw_inputs(data)
+        except ValueError as exc:
+            raise InvalidArgument(f"malformed ModelInferRequest: {exc}") from None
+        request = _parse(pb.ModelInferRequest, head)
+        return request, raw, self.repository.model(request.model_name,
+                                                   request.model_version)
+
+    def _context(self, model: V2Model, context: grpc.aio.ServicerContext) -> Context:
+        def metadata() -> list[tuple[str, str]]:
+            return [(k, v) for k, v in (context.invocation_metadata() or ())
+                    if not k.endswith("-bin")]
+
+        return self.runtime.context(RequestInfo("grpc", model.name, Headers(metadata),
+                                                context.peer))
+
+    async def _infer(self, model: V2Model, request: Any, raw: Any, ctx: Context,
+                     deadline: float | None) -> bytes:
+        """One inference: the request's tensors in, the response's bytes out."""
+        model.refuse_if_unsupported()
+        arrays = arrays_from_infer_request(request, raw)
+        inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
+                  for i in request.inputs}
+        outputs = await self.repository.infer(model, inputs,
+                                              [o.name for o in request.outputs], ctx,
+                                              deadline)
+        return encode_response(model, request.id, outputs)
+
+    async def model_infer(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            request, raw, model = self._request(data)
+        except TensorwireError as exc:  # before admission: no metric for unknown names
+            await _abort(context, exc, None)
+            raise  # unreachable: abort raises
+        ctx = self._context(model, context)
+        try:
+            ticket = self.admission.admit("grpc", model.name, ctx.request)
+        except TensorwireError as exc:  # draining or over the concurrency limit
+            ctx.close()
+            await _abort(context, exc, ctx)
+            raise  # unreachable: abort raises
+        code, sent = "OK", 0
+        try:
+            out = await self._infer(model, request, raw, ctx, context.time_remaining())
+            if ctx.response.headers:
+                await context.send_initial_metadata(
+                    [(k.lower(), v) for k, v in ctx.response.headers.items()])
+            sent = len(out)
+            return out
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            ctx.cancel()
+            raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
+        except Exception as exc:
+            err = _error(exc, model.name, ctx)
+            code = err.grpc_code
+            await _abort(context, err, ctx)
+            raise  # unreachable: abort raises
+        finally:
+            ctx.close()
+            ticket.finish(code, len(data), sent)
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes],
+                                 context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Triton's stream: one response per request, in order; a failed request is an
+        in-band `error_message` and the stream goes on."""
+        async for data in requests:
+            yield await self._stream_one(data, context)
+
+    async def _stream_one(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            request, raw, model = self._request(data)
+        except TensorwireError as exc:
+            return pb.ModelStreamInferResponse(error_message=exc.message).SerializeToString()
+        ctx = self._context(model, context)
+        try:
+            ticket = self.admission.admit("grpc", model.name, ctx.request)
+        except TensorwireError as exc:
+            ctx.close()
+            return pb.ModelStreamInferResponse(error_message=exc.message).SerializeToString()
+        code, sent = "OK", 0
+        try:
+            out = length_delimited(_STREAM_INFER_RESPONSE, await self._infer(
+                model, request, raw, ctx, context.time_remaining()))
+            sent = len(out)
+            return out
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            ctx.cancel()
+            raise
+        except Exception as exc:
+            err = _error(exc, model.name, ctx)
+            code = err.grpc_code
+            shown = err if err.public else InternalError()
+            return pb.ModelStreamInferResponse(error_message=shown.message
+                                               ).SerializeToString()
+        finally:
+            ctx.close()
+            ticket.finish(code, len(data), sent)
+
+
+def encode_response(model: V2Model, request_id: str, outputs: list[Tensor]) -> bytes:
+    """A `ModelInferResponse`: every output's bytes in `raw_output_contents`."""
+    response = pb.ModelInferResponse(model_name=model.name, model_version=model.version,
+                                     id=request_id)
+    payloads = []
+    for t in outputs:
+        datatype, shape, data = raw_from_array(t.array)
+        out = response.outputs.add(name=t.name, datatype=datatype, shape=shape)
+        if t.parameters:
+            params_to_proto(out.parameters, t.parameters)
+        payloads.append(data)
+    if sum(memoryview(p).nbytes for p in payloads) < SPLIT_MIN:
+        response.raw_output_contents.extend(bytes(p) for p in payloads)
+        return response.SerializeToString()
+    return join_raw_outputs(response.SerializeToString(), payloads)
+
+
+def _error(exc: BaseException, model: str, ctx: Context) -> TensorwireError:
+    """`exc` in the error model (logged when it is not the client's fault)."""
+    if isinstance(exc, TensorwireError):
+        if not exc.public:
+            log.error("v2 %s failed [%s]: %s", model, ctx.request.id, exc.message)
+        return exc if exc.public else InternalError()
+    log.error("v2 %s failed [%s]", model, ctx.request.id, exc_info=exc)
+    return InternalError()
+
+
+async def _abort(context: grpc.aio.ServicerContext, err: TensorwireError,
+                 ctx: Context | None) -> None:
+    status = to_status(err)
+    kind = error_kind(err if err.public else InternalError())
+    trailing = (*status.trailing_metadata, (ERROR_KIND_HEADER, kind))
+    if ctx is not None:
+        trailing = (*trailing, ("x-request-id", ctx.request.id))
+    await context.abort(status.code, status.details, trailing_metadata=trailing)

@@ -1,0 +1,229 @@
+"""The compiled HTTP handler: chosen for plain JSON APIs, and answering exactly as the
+general handler does (status, body, errors, time limits, metrics, access lines)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from pydantic import BaseModel
+
+import tensorwire
+from tensorwire.http.endpoint import HttpEndpoint
+from tensorwire.runtime.service import ServiceRuntime
+from tensorwire.settings import Settings
+from tensorwire.telemetry.metrics import render
+
+
+class Point(BaseModel):
+    x: float
+    y: float
+
+
+@tensorwire.service
+class Compiled:
+    @tensorwire.api
+    async def add(self, a: int, b: int = 1) -> int:
+        return a + b
+
+    @tensorwire.api
+    def norm(self, p: Point) -> dict[str, float]:
+        return {"norm": (p.x ** 2 + p.y ** 2) ** 0.5}
+
+    @tensorwire.api
+    async def slow(self, seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
+
+    @tensorwire.api
+    def slow_def(self, seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
+
+    @tensorwire.api
+    def broken(self, a: int) -> int:
+        raise RuntimeError("a bug, not the client's fault")
+
+    @tensorwire.api
+    def with_context(self, ctx: tensorwire.Context, a: int) -> int:
+        ctx.response.headers["X-Seen"] = ctx.request.api
+        return a
+
+    @tensorwire.api
+    async def stream(self, n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+
+
+async def _runtime(**options: Any) -> ServiceRuntime:
+    settings = Settings(**{"request_timeout": 0.3, "access_log": True, **options})
+    runtime = ServiceRuntime(tensorwire.get_service_spec(Compiled), settings)
+    await runtime.start()
+    return runtime
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[ServiceRuntime]:
+    runtime = await _runtime()
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+
+
+def _endpoint(runtime: ServiceRuntime, name: str) -> HttpEndpoint:
+    return HttpEndpoint(runtime.spec.apis[name], runtime, runtime.settings)
+
+
+@pytest.fixture
+async def client(runtime: ServiceRuntime) -> AsyncIterator[TestClient]:
+    """Each API twice: `/compiled/<api>` on the route's handler, `/general/<api>` on the
+    general one, so that a test can send the same request to both."""
+    app = web.Application()
+    for name in runtime.spec.apis:
+        endpoint = _endpoint(runtime, name)
+        app.router.add_post(f"/compiled/{name}", endpoint.handler)
+        app.router.add_post(f"/general/{name}", endpoint.handle)
+    async with TestClient(TestServer(app)) as test_client:
+        yield test_client
+
+
+async def test_plain_json_apis_get_a_compiled_handler(runtime: ServiceRuntime) -> None:
+    for name in ("add", "norm", "slow", "slow_def", "broken"):
+        endpoint = _endpoint(runtime, name)
+        assert endpoint.handler != endpoint.handle, name
+
+
+async def test_apis_that_need_more_keep_the_general_handler(
+        runtime: ServiceRuntime) -> None:
+    for name in ("with_context", "stream"):
+        endpoint = _endpoint(runtime, name)
+        assert endpoint.handler == endpoint.handle, name
+
+
+async def test_tracing_keeps_the_general_handler() -> None:
+    runtime = await _runtime()
+    try:
+        runtime.tracing = object()  # any tracer: the compiled handler never makes spans
+        endpoint = _endpoint(runtime, "add")
+        assert endpoint.handler == endpoint.handle
+    finally:
+        runtime.tracing = None
+        await runtime.close()
+
+
+CASES = [
+    ("add", {"a": 2, "b": 3}, 200),
+    ("add", {"a": 2}, 200),
+    ("add", {"a": "two"}, 400),            # names the field
+    ("add", {}, 400),                      # a missing field
+    ("add", {"a": 1, "c": 2}, 400),        # an unknown field
+    ("norm", {"p": {"x": 3, "y": 4}}, 200),
+    ("norm", {"p": {"x": 3}}, 400),        # a nested field
+    ("slow", {"seconds": 0.0}, 200),
+    ("slow", {"seconds": 2.0}, 504),       # past request_timeout
+    ("slow_def", {"seconds": 2.0}, 504),   # a def too
+    ("broken", {"a": 1}, 500),             # without the traceback
+]
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+async def _post(client: TestClient, path: str, body: Any, **headers: str) -> Any:
+    return await client.post(path, data=body, headers={**_JSON, **headers})
+
+
+def _without_id(body: bytes) -> Any:
+    value = orjson.loads(body)
+    if isinstance(value, dict):
+        value.pop("request_id", None)
+    return value
+
+
+@pytest.mark.parametrize(("api", "payload", "status"), CASES)
+async def test_the_compiled_handler_answers_as_the_general_one(
+        client: TestClient, api: str, payload: dict[str, Any], status: int) -> None:
+    body = orjson.dumps(payload)
+    answers = []
+    for path in (f"/compiled/{api}", f"/general/{api}"):
+        resp = await _post(client, path, body)
+        answers.append((resp.status, resp.headers["Content-Type"],
+                        _without_id(await resp.read())))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == status, answers[0]
+
+
+async def test_bad_json_is_a_400_on_the_compiled_path(client: TestClient) -> None:
+    resp = await _post(client, "/compiled/add", b"{not json")
+    assert resp.status == 400
+    assert "error" in await resp.json()
+
+
+async def test_an_error_carries_the_request_id_the_client_sent(client: TestClient) -> None:
+    resp = await _post(client, "/compiled/add", b"{}", **{"X-Request-ID": "req-compiled-1"})
+    assert resp.status == 400
+    assert resp.headers.get("X-Request-ID") == "req-compiled-1" or \
+        (await resp.json()).get("request_id") == "req-compiled-1"
+
+
+def _count(api: str, status: str) -> float:
+    text = render()[0].decode()
+    total = 0.0
+    for line in text.splitlines():
+        if (line.startswith("tensorwire_requests_total{") and f'api="{api}"' in line
+                and 'protocol="http"' in line and f'status="{status}"' in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_metrics_count_compiled_requests(client: TestClient,
+                                               runtime: ServiceRuntime) -> None:
+    ok, bad = _count("add", "200"), _count("add", "400")
+    for _ in range(3):
+        assert (await _post(client, "/compiled/add", b'{"a": 1}')).status == 200
+    assert (await _post(client, "/compiled/add", b'{"a": "x"}')).status == 400
+    runtime.admission.flush()
+    assert _count("add", "200") == ok + 3
+    assert _count("add", "400") == bad + 1
+
+
+async def test_access_lines_are_written_for_compiled_requests(
+        client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="tensorwire.access"):
+        assert (await _post(client, "/compiled/add", b'{"a": 1}',
+                                     **{"X-Request-ID": "access-1"})).status == 200
+        assert (await _post(client, "/compiled/add", b'{"a": "x"}')).status == 400
+    lines = [r.getMessage() for r in caplog.records if r.name == "tensorwire.access"]
+    assert len(lines) == 2, lines
+    assert "access-1" in lines[0] and "200" in lines[0]
+    assert "400" in lines[1]
+
+
+async def test_draining_falls_back_to_the_general_refusal(
+        client: TestClient, runtime: ServiceRuntime) -> None:
+    runtime.admission.draining = True
+    try:
+        compiled = await _post(client, "/compiled/add", b'{"a": 1}')
+        general = await _post(client, "/general/add", b'{"a": 1}')
+    finally:
+        runtime.admission.draining = False
+    assert compiled.status == general.status == 503
+    assert _without_id(await compiled.read()) == _without_id(await general.read())
+
+
+async def test_a_chunked_body_takes_the_general_path(client: TestClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"a": '
+        yield b"41}"
+
+    resp = await _post(client, "/compiled/add", chunks())
+    assert resp.status == 200
+    assert await resp.json() == 42
