@@ -320,7 +320,7 @@ class Comparison:
     """
 
     case: dict[str, Any]
-    names: tuple[str, str] = ("tensorwire", "bare")
+    names: tuple[str, ...] = ("tensorwire", "bare")
     rounds: list[dict[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, server: str, result: dict[str, Any]) -> None:
@@ -329,15 +329,26 @@ class Comparison:
         self.rounds[-1][server] = result
 
     def summary(self, metrics: Sequence[str]) -> dict[str, Any]:
-        a, b = self.names
+        """Medians of A and B and of A/B per round; each further name (an extra
+        baseline, such as bare aiohttp on another loop) under `extra`, with A/it."""
+        a, b, *others = self.names
         out: dict[str, Any] = dict(self.case)
-        complete = [r for r in self.rounds if a in r and b in r]
-        for side in (a, b):
-            out[side] = {m: median([r[side][m] for r in complete]) for m in metrics
-                         if all(m in r[side] for r in complete)}
-            out[side]["errors"] = sum(r[side].get("errors", 0) for r in complete)
-        out["ratio"] = {m: median([r[a][m] / r[b][m] for r in complete if r[b].get(m)])
-                        for m in metrics if all(m in r[b] and m in r[a] for r in complete)}
+        complete = [r for r in self.rounds if all(n in r for n in self.names)]
+
+        def medians(side: str) -> dict[str, Any]:
+            got = {m: median([r[side][m] for r in complete]) for m in metrics
+                   if all(m in r[side] for r in complete)}
+            got["errors"] = sum(r[side].get("errors", 0) for r in complete)
+            return got
+
+        def ratios(other: str) -> dict[str, float]:
+            return {m: median([r[a][m] / r[other][m] for r in complete if r[other].get(m)])
+                    for m in metrics if all(m in r[other] and m in r[a] for r in complete)}
+
+        out[a], out[b] = medians(a), medians(b)
+        out["ratio"] = ratios(b)
+        if others:
+            out["extra"] = {o: {**medians(o), "ratio": ratios(o)} for o in others}
         out["rounds"] = len(complete)
         return out
 

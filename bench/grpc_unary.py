@@ -33,19 +33,35 @@ from bench.common import (
     wait_quiet,
     write_results,
 )
-from bench.http_json import compare, finish, parse_args, print_summary, targets, tensorwire_cmd
+from bench.http_json import (
+    compare,
+    finish,
+    parse_args,
+    print_summary,
+    results_name,
+    targets,
+    tensorwire_cmd,
+)
 
 VARIANTS = {"async": "/bench.Bench/Predict", "def": "/bench.Bench/PredictSync"}
 REQUEST = {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
 
 
-def grpc_servers(pin: Pinning, stub_dir: Path) -> dict[str, tuple[Proc, str]]:
-    tw_port, bare_port = free_port(), free_port()
-    tw = Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(), "serve",
-                             "bench.services:Bench", "--grpc-port", str(tw_port), "--no-http"])
-    bare = Proc("bare", [*pin.prefix("server"), PY, "-m", "bench.baselines.bare_grpc",
-                         "--port", str(bare_port), "--stubs", str(stub_dir)])
-    return {"tensorwire": (tw, f"127.0.0.1:{tw_port}"), "bare": (bare, f"127.0.0.1:{bare_port}")}
+def grpc_servers(pin: Pinning, stub_dir: Path, loop: str = "asyncio"
+                 ) -> dict[str, tuple[Proc, str]]:
+    """tensorwire and bare grpc.aio on `loop`; on uvloop also bare grpc.aio on asyncio."""
+    tw_port = free_port()
+    out = {"tensorwire": (Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(),
+                                              "serve", "bench.services:Bench", "--grpc-port",
+                                              str(tw_port), "--no-http", "--loop", loop]),
+                          f"127.0.0.1:{tw_port}")}
+    for name, bare_loop in (("bare", loop), *((("bare-asyncio", "asyncio"),)
+                                              if loop != "asyncio" else ())):
+        port = free_port()
+        out[name] = (Proc(name, [*pin.prefix("server"), PY, "-m", "bench.baselines.bare_grpc",
+                                 "--port", str(port), "--stubs", str(stub_dir),
+                                 "--loop", bare_loop]), f"127.0.0.1:{port}")
+    return out
 
 
 def check_same_answer(procs: dict[str, tuple[Proc, str]], method: str, request: bytes,
@@ -58,7 +74,7 @@ def check_same_answer(procs: dict[str, tuple[Proc, str]], method: str, request: 
         with grpc.insecure_channel(target) as channel:
             reply = channel.unary_unary(method)(request, timeout=10)
         answers[name] = MessageToDict(parse(reply))
-    if answers["tensorwire"] != answers["bare"]:
+    if any(answer != answers["tensorwire"] for answer in answers.values()):
         raise RuntimeError(f"the servers disagree on {method}: {answers}")
     return answers["tensorwire"]
 
@@ -87,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     stub_dir = compile_stubs(tempfile.mkdtemp(prefix="tensorwire-bench-stubs-"))
     pb, _ = load_stubs(stub_dir)
     request = pb.PredictRequest(**REQUEST).SerializeToString()
-    procs = grpc_servers(pin, stub_dir)
+    procs = grpc_servers(pin, stub_dir, args.loop)
     variants = {v: VARIANTS[v] for v in args.variants}
     load = "bench.load.grpc_client: grpc.aio, 1 channel, N coroutines, own process"
 
@@ -95,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         return measure_grpc(pin, target, method, request, c, args.duration, args.warmup,
                             proc, args.max_wait)
 
-    payload = compare("gRPC small unary: tensorwire vs bare grpc.aio", "grpc_unary", procs,
+    name = results_name("grpc_unary", args.loop)
+    payload = compare(f"gRPC small unary: tensorwire vs bare grpc.aio ({args.loop})", name,
+                      procs,
                       variants, run_case, args, pin, load,
                       extra={"check": lambda procs, method: check_same_answer(
                           procs, method, request, pb.Prediction.FromString)})
@@ -106,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: the load client used up to {max(client):.0%} of its core; where it "
               "did, both servers were held back by it (compare us/req)")
     payload["targets"] = targets(payload)
-    path = write_results("grpc_unary", payload)
+    payload["loop"] = args.loop
+    path = write_results(name, payload)
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -16,6 +16,8 @@ MiB = 1024 * 1024
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+#: `auto` takes uvloop when it is installed (`tensorwire.ops.loops`).
+LOOPS = ("auto", "asyncio", "uvloop")
 
 
 def _opt(default: Any, help: str, **meta: Any) -> Any:
@@ -37,6 +39,8 @@ class Settings:
     v2: bool = _opt(True, "serve the Open Inference Protocol (KServe v2: /v2 routes, "
                     "inference.GRPCInferenceService) beside each API's own")
     workers: int = _opt(1, "worker processes sharing both ports (SO_REUSEPORT)")
+    loop: str = _opt("auto", "event loop: auto takes uvloop when it is installed "
+                     "(pip install 'tensorwire[uvloop]'), else asyncio's", choices=LOOPS)
     #: Threads running `def` (sync) API methods.
     threads: int = _opt(8, "threads per worker running sync (def) API methods")
     #: Largest request body / gRPC message accepted, and largest gRPC message sent.
@@ -162,6 +166,8 @@ class Settings:
                             "request_timeout (or grpc_max_connection_age 0)")
         if self.log_level not in LOG_LEVELS:
             problems.append(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        if self.loop not in LOOPS:
+            problems.append(f"loop must be one of {', '.join(LOOPS)}")
         if self.log_format not in LOG_FORMATS:
             problems.append(f"log_format must be one of {', '.join(LOG_FORMATS)}")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pydantic import ValidationError
 
+from bench.baselines import new_loop
 from bench.model import FEATURES, TOKEN, PredictRequest, classify
 
 from .stubs import compile_stubs, load_stubs
@@ -81,8 +82,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--stubs", default=None, help="directory made by compile_stubs")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
-    asyncio.run(serve(args.host, args.port, args.stubs))
+    with asyncio.Runner(loop_factory=lambda: new_loop(args.loop)) as runner:
+        runner.run(serve(args.host, args.port, args.stubs))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bench.baselines import new_loop
 from bench.model import TOKEN, PredictRequest, classify
 
 _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="bare-api")
@@ -104,8 +105,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
-    web.run_app(make_app(), host=args.host, port=args.port, access_log=None, print=None)
+    loop = new_loop(args.loop)
+    asyncio.set_event_loop(loop)
+    web.run_app(make_app(), host=args.host, port=args.port, access_log=None, print=None,
+                loop=loop)
 
 
 if __name__ == "__main__":

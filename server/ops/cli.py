@@ -8,7 +8,6 @@ service and the phase); 2 a usage mistake (a bad target, setting or contract: on
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import logging
@@ -22,6 +21,7 @@ from ..runtime.service import InitFailure
 from ..settings import Settings
 from ..telemetry import logs, tracing
 from ..version import __version__
+from . import loops
 from .contract import lock_problem, proto_command
 from .loader import ImportFailure, LoadError, failure_report, load_service, source_dir
 from .reload import Reloader
@@ -123,6 +123,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not (operator.http or operator.grpc):
         _error("--no-http and --no-grpc leave nothing to serve")
         return EXIT_USAGE
+    if (problem := _loop_problem(operator)) is not None:
+        _error(problem)
+        return EXIT_USAGE
     if operator.reload:
         return _reload(operator, set(explicit))
     try:
@@ -149,10 +152,13 @@ def _serve(args: argparse.Namespace) -> int:
     except tracing.TracingUnavailable as exc:
         _error(str(exc))
         return EXIT_USAGE
+    if (problem := _loop_problem(settings)) is not None:  # the service may name one
+        _error(problem)
+        return EXIT_USAGE
     if settings.workers > 1:
         return Supervisor(settings).run()
     try:
-        asyncio.run(serve_forever(spec, settings))
+        loops.run(serve_forever(spec, settings), settings.loop)
     except tracing.TracingUnavailable as exc:  # e.g. OTEL_TRACES_EXPORTER names no exporter
         _error(str(exc))
         return EXIT_USAGE
@@ -163,6 +169,16 @@ def _serve(args: argparse.Namespace) -> int:
         log.error("%s", failure_report(exc))
         return EXIT_FAILED
     return 0
+
+
+def _loop_problem(settings: Settings) -> str | None:
+    """Why the loop `settings` names cannot run here (uvloop asked for, not installed):
+    said once before any worker starts, rather than by every worker as it dies."""
+    try:
+        loops.resolve(settings.loop)
+    except loops.LoopUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def _reload(operator: Settings, explicit: set[str]) -> int:

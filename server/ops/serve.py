@@ -33,6 +33,7 @@ from ..security.http import secure_app
 from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
 from ..v2 import Repository, V2Routes, V2Servicer
+from . import loops
 
 log = logging.getLogger("tensorwire.serve")
 
@@ -151,7 +152,8 @@ def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
         where.append(f"gRPC on {settings.host}:{bound.grpc_port}" + (" (TLS)" if settings.tls
                                                                      else ""))
     # INFO, the default level: the normal start-up line must not read as trouble.
-    log.info("tensorwire serving %s: %s", spec.name, "; ".join(where))
+    log.info("tensorwire serving %s: %s; loop %s", spec.name, "; ".join(where),
+             loops.running())
 
 
 def settle_heap() -> None:

@@ -26,6 +26,7 @@ from ..contract.options import read_service_options
 from ..runtime.service import InitFailure
 from ..settings import Settings
 from ..telemetry import logs
+from . import loops
 from .loader import ImportFailure, LoadError, failure_report, load_service
 from .serve import BindError, Server, settle_heap
 from .supervisor import EXIT_STARTUP
@@ -101,8 +102,8 @@ async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
         log.exception("worker failed to start")
         return EXIT_STARTUP
     settle_heap()
-    log.info("worker %s ready (pid %d)", os.environ.get("TENSORWIRE_WORKER_ID", "?"),
-             os.getpid())
+    log.info("worker %s ready (pid %d, loop %s)", os.environ.get("TENSORWIRE_WORKER_ID", "?"),
+             os.getpid(), loops.running())
     await server.wait()
     await server.stop()
     return 0
@@ -120,7 +121,7 @@ def main() -> int:
         return EXIT_STARTUP
     logs.configure(settings.log_level, settings.log_format)
     try:
-        return asyncio.run(_serve(settings, explicit))
+        return loops.run(_serve(settings, explicit), settings.loop)
     finally:
         # The loop's handlers are gone: a stop signal now (one the supervisor sent while
         # this worker was already on its way out) must not kill it as a crash would.

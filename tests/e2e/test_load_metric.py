@@ -18,6 +18,7 @@ import tensorwire
 from tensorwire.telemetry.metrics import DURATION, IN_FLIGHT
 from tests.support.ops_http import sample, scrape, wait_for
 from tests.support.servers import spawn_cli
+from tests.support.two_workers import all_listening
 
 pytestmark = pytest.mark.slow
 HELD, SECONDS = 6, 3.0
@@ -26,6 +27,7 @@ HELD, SECONDS = 6, 3.0
 def test_requests_in_flight_per_pod_across_workers():
     server = spawn_cli("tests.support.spread_service:Spread", "--workers", "2")
     try:
+        all_listening(server)  # else the client's channels may all meet the first one
         before = sample(scrape(server.http_url), f"{DURATION._name}_sum", api="hold",
                         missing=0.0)  # no series before the first request
         pids: list[int] = []

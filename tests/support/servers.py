@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import tensorwire
+from tensorwire.ops import loops
 from tensorwire.ops.serve import Server
 from tensorwire.settings import Settings
 
@@ -62,7 +63,9 @@ def start_in_thread(service: type, **settings: Any) -> RunningServer:
     opts = {"http_port": 0, "grpc_port": 0, "graceful_timeout": 2.0, **settings}
     s = Settings(**{k: v for k, v in opts.items() if k in Settings.__dataclass_fields__})
     s.extra.update({k: v for k, v in opts.items() if k not in Settings.__dataclass_fields__})
-    loop = asyncio.new_event_loop()
+    # The loop a CLI server would take: TENSORWIRE_LOOP as the environment says, else
+    # `auto` (uvloop where installed), so that one variable moves every e2e server.
+    loop = loops.new_loop(opts.get("loop") or os.environ.get("TENSORWIRE_LOOP") or "auto")
     started = threading.Event()
     box: dict[str, Any] = {}
 

@@ -54,7 +54,7 @@ CLIENT_MAY_USE = LAYERS[0] | LAYERS[1]
 #: Heavy frameworks, and optional extras that must cost nothing while their feature is
 #: off (tracing, reload), which a module may import inside a function, on first use.
 DEFERRABLE = {"torch", "tensorflow", "pandas", "PIL", "ml_dtypes", "numpy",
-              "opentelemetry", "watchfiles"}
+              "opentelemetry", "watchfiles", "uvloop"}
 
 
 @dataclass(frozen=True)
