@@ -51,7 +51,8 @@ def requests(n: int) -> list[Any]:
     return out
 
 
-async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
+async def tensorwire_handler(settings_overrides: dict[str, Any], general: bool = False
+                             ) -> Any:
     import tensorwire
     from bench.services import Bench
     from tensorwire.http.endpoint import HttpEndpoint
@@ -62,7 +63,14 @@ async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
     settings = Settings(**settings_overrides)
     runtime = ServiceRuntime(spec, settings)
     await runtime.start()
-    return HttpEndpoint(spec.apis["predict"], runtime, settings).handler
+    endpoint = HttpEndpoint(spec.apis["predict"], runtime, settings)
+    return endpoint.handle if general else endpoint.handler
+
+
+async def general_handler(settings_overrides: dict[str, Any]) -> Any:
+    """The general handler every API had before handlers were compiled (the baseline
+    of the compiled one: what it saves)."""
+    return await tensorwire_handler(settings_overrides, general=True)
 
 
 async def bare_handler(_: dict[str, Any]) -> Any:
@@ -91,6 +99,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         variants.update({
             "tensorwire, no metrics": (tensorwire_handler, {"metrics": False}),
             "tensorwire, no time limit": (tensorwire_handler, {"request_timeout": 0}),
+            "tensorwire, general handler": (general_handler, {}),
         })
     handlers = {name: await make(over) for name, (make, over) in variants.items()}
     for handler in handlers.values():  # warm-up: caches, pydantic, first metrics labels

@@ -30,6 +30,7 @@ from ..settings import Settings
 from ..wire.status import to_status
 from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
 from . import reflection
+from .compiled import compile_unary
 from .connections import connection_options
 
 log = logging.getLogger("tensorwire.grpc")
@@ -52,13 +53,19 @@ class GrpcEndpoint:
         self.admission = runtime.admission
         self.tracing = runtime.tracing  # None unless --tracing
 
-    def _context(self, context: grpc.aio.ServicerContext) -> Context:
-        # Metadata, peer and request id are read lazily (see RequestInfo).
+    @staticmethod
+    def metadata_of(context: grpc.aio.ServicerContext) -> Callable[[], list[tuple[str, str]]]:
+        """The call's text metadata, read when first asked for (see `Headers`)."""
         def metadata() -> list[tuple[str, str]]:
             return [(k, v) for k, v in (context.invocation_metadata() or ())
                     if not k.endswith("-bin")]
 
-        return self.runtime.context(RequestInfo("grpc", self.api.name, Headers(metadata),
+        return metadata
+
+    def _context(self, context: grpc.aio.ServicerContext) -> Context:
+        # Metadata, peer and request id are read lazily (see RequestInfo).
+        return self.runtime.context(RequestInfo("grpc", self.api.name,
+                                                Headers(self.metadata_of(context)),
                                                 context.peer))
 
     def _decode(self, data: bytes, ctx: Context) -> dict[str, Any]:
@@ -66,23 +73,38 @@ class GrpcEndpoint:
         # ctx is the decode scope: file codecs store uploads in ctx.temp_dir
         return self.decoder.decode_values(self.messages.request_values(msg, ctx))
 
-    def _error(self, exc: BaseException, ctx: Context) -> TensorwireError:
+    def failed(self, exc: BaseException, request_id: str) -> TensorwireError:
         """`exc` in the error model (logged when it is not the client's fault)."""
         if isinstance(exc, TensorwireError):
             if not exc.public:
-                log.error("%s failed [%s]: %s", self.api.name, ctx.request.id, exc.message)
+                log.error("%s failed [%s]: %s", self.api.name, request_id, exc.message)
             return exc if exc.public else InternalError()
-        log.error("%s failed [%s]", self.api.name, ctx.request.id, exc_info=exc)
+        log.error("%s failed [%s]", self.api.name, request_id, exc_info=exc)
         return InternalError()
 
-    async def _abort(self, context: grpc.aio.ServicerContext, err: TensorwireError,
-                     ctx: Context) -> None:
+    @staticmethod
+    async def abort(context: grpc.aio.ServicerContext, err: TensorwireError,
+                    request_id: str) -> None:
+        """End the call with `err`'s status, details and the request id."""
         status = to_status(err)
         kind = error_kind(err if err.public else InternalError())
         await context.abort(status.code, status.details,
                             trailing_metadata=(*status.trailing_metadata,
-                                               ("x-request-id", ctx.request.id),
+                                               ("x-request-id", request_id),
                                                (ERROR_KIND_HEADER, kind)))
+
+    def _error(self, exc: BaseException, ctx: Context) -> TensorwireError:
+        return self.failed(exc, ctx.request.id)
+
+    async def _abort(self, context: grpc.aio.ServicerContext, err: TensorwireError,
+                     ctx: Context) -> None:
+        await self.abort(context, err, ctx.request.id)
+
+    @property
+    def handler(self) -> Callable[[bytes, grpc.aio.ServicerContext], Any]:
+        """What a unary method calls: its compiled handler when it has one (see
+        `tensorwire.grpc.compiled`), else `unary`."""
+        return compile_unary(self) or self.unary
 
     async def _admit(self, context: grpc.aio.ServicerContext, ctx: Context) -> Ticket:
         try:
@@ -186,7 +208,7 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
         if messages.api.output.stream:
             handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
         else:
-            handlers[method] = grpc.unary_unary_rpc_method_handler(endpoint.unary)
+            handlers[method] = grpc.unary_unary_rpc_method_handler(endpoint.handler)
     return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)
 
 

@@ -167,11 +167,16 @@ class ServiceRuntime:
         if api.output.codec.has_tensors:
             return None
         method = self._methods[api.name]
-        if api.is_async:
-            return lambda kwargs: method(**kwargs)
         run = self.handoff.run
         # the thread's job needs no cleanup when the caller stops waiting: without a
         # Context there is no temp dir to keep until it returns
+        if api.is_root:  # the one input is positional (it may be positional-only)
+            root = api.root_field.name
+            if api.is_async:
+                return lambda kwargs: method(kwargs[root])
+            return lambda kwargs: run(functools.partial(method, kwargs[root])).future
+        if api.is_async:
+            return lambda kwargs: method(**kwargs)
         return lambda kwargs: run(functools.partial(method, **kwargs)).future
 
     @property

@@ -1,0 +1,131 @@
+"""A unary API's gRPC handler, compiled when the server is built.
+
+The general handler (`GrpcEndpoint.unary`) makes a `Context` per call (a lock, a
+temp-dir slot, lazy metadata), a `Ticket`, and goes through `ServiceRuntime.call`, which
+wraps the method in another coroutine under its time limit. Most APIs take no Context,
+have no file inputs and run without tracing; for them this closure holds only what the
+API needs, decided once (as `tensorwire.http.compiled` does for HTTP):
+
+- admission inline (`Admission.enter`/`leave`) with the metrics series held; the
+  request's id and peer made only for an error or an access line;
+- the request parsed and decoded in a scope shared by every call (`_CallScope`: no
+  uploads to place, so no temp dir);
+- the method called directly (`ServiceRuntime.direct`) under the shorter of the server's
+  time limit and the client's deadline, inline (`Deadlines.enter`/`leave`).
+
+A call the closure does not cover (draining, over the concurrency limit, not ready) goes
+to the general handler, which refuses it exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from ..context import Headers, RequestInfo
+from ..runtime.deadlines import Deadlines, Expired
+
+if TYPE_CHECKING:
+    from .server import GrpcEndpoint
+
+Unary = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
+
+
+class _CallScope:
+    """The decode scope of a call whose API has no file inputs: a request is being
+    read, under the server's limits; nothing is stored per call."""
+
+    reading_request = True
+    __slots__ = ("limits",)
+
+    def __init__(self, limits: Mapping[str, Any]) -> None:
+        self.limits = limits
+
+    @property
+    def temp_dir(self) -> Any:  # pragma: no cover - only file codecs ask, never compiled
+        raise RuntimeError("an API with file inputs has no compiled gRPC handler")
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {}
+
+
+def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
+    """The compiled handler of `endpoint`'s unary API, or None when it needs the general
+    one (a stream, file inputs, a Context parameter, tracing, device outputs)."""
+    api = endpoint.api
+    runtime = endpoint.runtime
+    if api.output.stream or api.has_files or endpoint.tracing is not None:
+        return None
+    call = runtime.direct(api)
+    if call is None:
+        return None
+    messages = endpoint.messages
+    parse, values_of = messages.parse_request, messages.request_values
+    decode = endpoint.decoder.decode_values
+    encode = messages.response_bytes
+    scope = _CallScope(runtime.settings.extra)
+    admission = runtime.admission
+    general = endpoint.unary
+    series = admission.series("grpc", api.name)
+    enter, leave = admission.enter, admission.leave
+    limit = admission.limit
+    limit_for = runtime.limit_for
+    deadlines = runtime.deadlines
+    timed_out = runtime.timed_out
+    failed, abort = endpoint.failed, endpoint.abort
+    name = api.name
+
+    async def unary(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if admission.draining or (limit and admission.in_flight >= limit) or not runtime.ready:
+            return await general(data, context)
+        start = enter(series)
+        info: RequestInfo | None = None
+        code, sent = "OK", 0
+        try:
+            kwargs = decode(values_of(parse(data), scope))
+            seconds = limit_for(context.time_remaining())
+            if seconds is None:
+                result = await call(kwargs)
+            else:
+                entry = deadlines.enter(seconds)  # a handler always runs in a task
+                assert entry is not None
+                try:
+                    result = await call(kwargs)
+                except asyncio.CancelledError:
+                    try:
+                        Deadlines.cancelled(entry)
+                    except Expired:
+                        raise timed_out(seconds) from None
+                    raise
+                else:
+                    Deadlines.leave(entry)
+                finally:
+                    deadlines.forget(entry)
+            out = encode(result)
+            sent = len(out)
+            return out
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
+        except Exception as exc:
+            info = request_info(context)
+            err = failed(exc, info.id)
+            code = err.grpc_code
+            await abort(context, err, info.id)
+            raise  # unreachable: abort raises
+        finally:
+            leave(series, start, "grpc", name, code, len(data), sent,
+                  info if info is not None else lambda: request_info(context))
+
+    def request_info(context: grpc.aio.ServicerContext) -> RequestInfo:
+        return RequestInfo("grpc", name, Headers(endpoint.metadata_of(context)),
+                           context.peer)
+
+    return unary

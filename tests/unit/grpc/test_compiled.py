@@ -1,0 +1,213 @@
+"""The compiled gRPC unary handler: chosen for APIs without a Context, files, streams or
+tracing, and answering exactly as the general handler does (payload, status code,
+details, request id, time limits, metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import grpc
+import pytest
+from annotated_types import Ge
+from pydantic import BaseModel
+
+import tensorwire
+from tensorwire.errors import ERROR_KIND_HEADER
+from tensorwire.grpc.server import GrpcEndpoint
+from tensorwire.protobuf.descriptors import service_proto
+from tensorwire.runtime.service import ServiceRuntime
+from tensorwire.settings import Settings
+from tensorwire.telemetry.metrics import render
+
+
+class Point(BaseModel):
+    x: float
+    y: float
+
+
+@tensorwire.service(name="CompiledGrpc")
+class CompiledGrpc:
+    @tensorwire.api
+    async def add(self, a: Annotated[int, Ge(0)], b: int = 1) -> int:
+        return a + b
+
+    @tensorwire.api
+    def norm(self, p: Point) -> dict[str, float]:
+        return {"norm": (p.x ** 2 + p.y ** 2) ** 0.5}
+
+    @tensorwire.api
+    async def slow(self, seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
+
+    @tensorwire.api
+    def slow_def(self, seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
+
+    @tensorwire.api
+    def broken(self, a: int) -> int:
+        raise RuntimeError("a bug, not the client's fault")
+
+    @tensorwire.api
+    def shout(self, text: str, /) -> str:
+        return text.upper()
+
+    @tensorwire.api
+    async def total(self, values: list[float], /) -> float:
+        return sum(values)
+
+    @tensorwire.api
+    def with_context(self, ctx: tensorwire.Context, a: int) -> int:
+        return a
+
+
+GENERAL = "test.General"
+
+
+class Served:
+    def __init__(self, runtime: ServiceRuntime, channel: grpc.aio.Channel) -> None:
+        self.runtime = runtime
+        self.channel = channel
+        self.proto = service_proto(runtime.spec)
+
+    def request(self, api: str, **fields: Any) -> bytes:
+        messages = self.proto.messages[api]
+        return messages.request_cls(**fields).SerializeToString()
+
+    async def call(self, path: str, data: bytes, **kwargs: Any
+                   ) -> tuple[grpc.StatusCode, str, bytes | None, dict[str, str]]:
+        try:
+            reply = await self.channel.unary_unary(path)(data, **kwargs)
+        except grpc.aio.AioRpcError as err:
+            trailing = {k: v for k, v in (err.trailing_metadata() or ())
+                        if isinstance(v, str)}
+            return err.code(), err.details() or "", None, trailing
+        return grpc.StatusCode.OK, "", reply, {}
+
+    def paths(self, api: str) -> tuple[str, str]:
+        """(compiled, general) rpc paths of `api`."""
+        path = self.proto.method_names[api]
+        return path, f"/{GENERAL}/{path.rsplit('/', 1)[-1]}"
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    settings = Settings(request_timeout=0.3, access_log=True)
+    runtime = ServiceRuntime(tensorwire.get_service_spec(CompiledGrpc), settings)
+    await runtime.start()
+    proto = service_proto(runtime.spec)
+    compiled: dict[str, grpc.RpcMethodHandler] = {}
+    general: dict[str, grpc.RpcMethodHandler] = {}
+    for name, messages in proto.messages.items():
+        endpoint = GrpcEndpoint(messages, runtime)
+        method = proto.method_names[name].rsplit("/", 1)[-1]
+        compiled[method] = grpc.unary_unary_rpc_method_handler(endpoint.handler)
+        general[method] = grpc.unary_unary_rpc_method_handler(endpoint.unary)
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((
+        grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, compiled),
+        grpc.method_handlers_generic_handler(GENERAL, general)))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield Served(runtime, channel)
+    finally:
+        await server.stop(None)
+        await runtime.close()
+
+
+async def test_plain_apis_get_a_compiled_handler(served: Served) -> None:
+    for name in ("add", "norm", "slow", "slow_def", "broken", "shout", "total"):
+        endpoint = GrpcEndpoint(served.proto.messages[name], served.runtime)
+        assert endpoint.handler != endpoint.unary, name
+
+
+async def test_a_context_api_keeps_the_general_handler(served: Served) -> None:
+    endpoint = GrpcEndpoint(served.proto.messages["with_context"], served.runtime)
+    assert endpoint.handler == endpoint.unary
+
+
+CASES = [
+    ("add", {"a": 2, "b": 3}, grpc.StatusCode.OK),
+    ("add", {"a": 2}, grpc.StatusCode.OK),
+    ("add", {"a": -1}, grpc.StatusCode.INVALID_ARGUMENT),       # a constraint
+    ("norm", {"p": {"x": 3, "y": 4}}, grpc.StatusCode.OK),
+    ("slow", {"seconds": 0.0}, grpc.StatusCode.OK),
+    ("slow", {"seconds": 2.0}, grpc.StatusCode.DEADLINE_EXCEEDED),  # the server's limit
+    ("slow_def", {"seconds": 2.0}, grpc.StatusCode.DEADLINE_EXCEEDED),
+    ("broken", {"a": 1}, grpc.StatusCode.INTERNAL),
+    ("shout", {"text": "root inputs are positional"}, grpc.StatusCode.OK),  # a def
+    ("total", {"values": [1.5, 2.5]}, grpc.StatusCode.OK),                  # an async def
+]
+
+
+@pytest.mark.parametrize(("api", "fields", "code"), CASES)
+async def test_the_compiled_handler_answers_as_the_general_one(
+        served: Served, api: str, fields: dict[str, Any], code: grpc.StatusCode) -> None:
+    data = served.request(api, **fields)
+    answers = []
+    for path in served.paths(api):
+        got, details, reply, trailing = await served.call(path, data)
+        answers.append((got, details, reply, trailing.get(ERROR_KIND_HEADER)))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == code, answers[0]
+
+
+async def test_a_malformed_message_is_invalid_argument(served: Served) -> None:
+    for path in served.paths("add"):
+        code, details, _, _ = await served.call(path, b"\xff\xff\xff")
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (path, details)
+
+
+async def test_the_clients_shorter_deadline_bounds_the_call(served: Served) -> None:
+    compiled, _ = served.paths("slow")
+    code, _, _, _ = await served.call(compiled, served.request("slow", seconds=2.0),
+                                      timeout=0.1)
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    await asyncio.sleep(0.05)
+    assert served.runtime.deadlines.pending == 0
+
+
+async def test_an_error_carries_the_request_id_the_client_sent(served: Served) -> None:
+    compiled, _ = served.paths("add")
+    code, _, _, trailing = await served.call(compiled, served.request("add", a=-1),
+                                             metadata=(("x-request-id", "grpc-compiled-1"),))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert trailing["x-request-id"] == "grpc-compiled-1"
+
+
+def _count(api: str, code: str) -> float:
+    total = 0.0
+    for line in render()[0].decode().splitlines():
+        if (line.startswith("tensorwire_requests_total{") and f'api="{api}"' in line
+                and 'protocol="grpc"' in line and f'status="{code}"' in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_metrics_count_compiled_calls(served: Served) -> None:
+    ok, bad = _count("add", "OK"), _count("add", "INVALID_ARGUMENT")
+    compiled, _ = served.paths("add")
+    for _ in range(3):
+        assert (await served.call(compiled, served.request("add", a=1)))[0] == \
+            grpc.StatusCode.OK
+    await served.call(compiled, served.request("add", a=-1))
+    served.runtime.admission.flush()
+    assert _count("add", "OK") == ok + 3
+    assert _count("add", "INVALID_ARGUMENT") == bad + 1
+
+
+async def test_draining_falls_back_to_the_general_refusal(served: Served) -> None:
+    served.runtime.admission.draining = True
+    try:
+        answers = [await served.call(path, served.request("add", a=1))
+                   for path in served.paths("add")]
+    finally:
+        served.runtime.admission.draining = False
+    assert answers[0][0] == answers[1][0] == grpc.StatusCode.UNAVAILABLE
+    assert answers[0][1] == answers[1][1]
