@@ -20,7 +20,7 @@ to the general handler, which refuses it exactly as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .server import GrpcEndpoint
 
 Unary = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
+Stream = Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]
 
 
 class _CallScope:
@@ -129,3 +130,70 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
                            context.peer)
 
     return unary
+
+
+def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
+    """The compiled handler of `endpoint`'s server-streaming API, or None when it needs
+    the general one (file inputs, a Context parameter, tracing).
+
+    A stream's per-call bookkeeping (a Context, a Ticket, admission in a coroutine of its
+    own) is what made a new stream wait behind the ones in flight once the loop was
+    saturated (bench/README.md: time to first chunk at 64 streams); the chunks themselves
+    go through `ServiceRuntime.stream` as before (per-chunk time limit, device copies).
+    """
+    api = endpoint.api
+    runtime = endpoint.runtime
+    if (not api.output.stream or api.has_files or api.context_param is not None
+            or endpoint.tracing is not None):
+        return None
+    messages = endpoint.messages
+    parse, values_of = messages.parse_request, messages.request_values
+    decode = endpoint.decoder.decode_values
+    encode = messages.response_bytes
+    scope = _CallScope(runtime.settings.extra)
+    admission = runtime.admission
+    general = endpoint.stream
+    series = admission.series("grpc", api.name)
+    enter, leave = admission.enter, admission.leave
+    limit = admission.limit
+    produce = runtime.stream
+    failed, abort = endpoint.failed, endpoint.abort
+    name = api.name
+
+    async def stream(data: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        if admission.draining or (limit and admission.in_flight >= limit) or not runtime.ready:
+            async for out in general(data, context):
+                yield out
+            return
+        start = enter(series)
+        info: RequestInfo | None = None
+        code, sent = "OK", 0
+        chunks = None
+        try:
+            chunks = produce(api, decode(values_of(parse(data), scope)), None)
+            async for chunk in chunks:
+                out = encode(chunk)
+                sent += len(out)
+                yield out
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
+        except Exception as exc:
+            info = request_info(context)
+            err = failed(exc, info.id)
+            code = err.grpc_code
+            await abort(context, err, info.id)
+        finally:
+            if chunks is not None:
+                await chunks.aclose()
+            leave(series, start, "grpc", name, code, len(data), sent,
+                  info if info is not None else lambda: request_info(context))
+
+    def request_info(context: grpc.aio.ServicerContext) -> RequestInfo:
+        return RequestInfo("grpc", name, Headers(endpoint.metadata_of(context)),
+                           context.peer)
+
+    return stream

@@ -30,7 +30,7 @@ from ..settings import Settings
 from ..wire.status import to_status
 from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
 from . import reflection
-from .compiled import compile_unary
+from .compiled import compile_stream, compile_unary
 from .connections import connection_options
 
 log = logging.getLogger("tensorwire.grpc")
@@ -102,8 +102,10 @@ class GrpcEndpoint:
 
     @property
     def handler(self) -> Callable[[bytes, grpc.aio.ServicerContext], Any]:
-        """What a unary method calls: its compiled handler when it has one (see
-        `tensorwire.grpc.compiled`), else `unary`."""
+        """What the method calls: its compiled handler when it has one (see
+        `tensorwire.grpc.compiled`), else `unary` or `stream`."""
+        if self.api.output.stream:
+            return compile_stream(self) or self.stream
         return compile_unary(self) or self.unary
 
     async def _admit(self, context: grpc.aio.ServicerContext, ctx: Context) -> Ticket:
@@ -206,7 +208,7 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime) -> grpc.Generi
         method = path.rsplit("/", 1)[-1]
         runtime.admission.describe("grpc", name, method, path)
         if messages.api.output.stream:
-            handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
+            handlers[method] = grpc.unary_stream_rpc_method_handler(endpoint.handler)
         else:
             handlers[method] = grpc.unary_unary_rpc_method_handler(endpoint.handler)
     return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)

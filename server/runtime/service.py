@@ -143,7 +143,7 @@ class ServiceRuntime:
             return max(deadline, 0.0)
         return limit
 
-    def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context):
+    def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None):
         if not self.ready:
             raise ServiceUnavailable("the service is not ready")
         method = self._methods[api.name]
@@ -235,12 +235,13 @@ class ServiceRuntime:
             return result
         return await self.to_host(api, result)
 
-    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context
+    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
                      ) -> AsyncIterator[Any]:
         """Run a generator API, yielding each chunk as soon as it is produced.
 
         The time limit applies to each chunk's production, not to the whole stream: a
-        long generation that keeps producing is never cut.
+        long generation that keeps producing is never cut. `ctx` is None only for an API
+        that declares no Context (a compiled handler's call).
         """
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
@@ -276,7 +277,8 @@ class ServiceRuntime:
         finally:
             if watch is not None:
                 watch.close()
-            ctx.cancel()
+            if ctx is not None:  # a sync generator still stepping may poll it and stop
+                ctx.cancel()
             with contextlib.suppress(Exception):
                 if api.is_async:
                     await gen.aclose()

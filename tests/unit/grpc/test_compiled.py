@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 import grpc
@@ -64,6 +64,27 @@ class CompiledGrpc:
     def with_context(self, ctx: tensorwire.Context, a: int) -> int:
         return a
 
+    @tensorwire.api
+    async def count(self, n: Annotated[int, Ge(0)], pause: float = 0.0,
+                    fail_at: int = -1) -> AsyncIterator[int]:
+        for i in range(n):
+            if i == fail_at:
+                raise RuntimeError("a bug mid-stream")
+            await asyncio.sleep(pause)
+            yield i
+
+    @tensorwire.api
+    def count_def(self, n: int, pause: float = 0.0) -> Iterator[str]:
+        for i in range(n):
+            time.sleep(pause)
+            yield f"chunk {i}"
+
+    @tensorwire.api
+    async def count_with_context(self, ctx: tensorwire.Context, n: int
+                                 ) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+
 
 GENERAL = "test.General"
 
@@ -88,6 +109,16 @@ class Served:
             return err.code(), err.details() or "", None, trailing
         return grpc.StatusCode.OK, "", reply, {}
 
+    async def stream(self, path: str, data: bytes
+                     ) -> tuple[grpc.StatusCode, str, list[bytes]]:
+        chunks: list[bytes] = []
+        try:
+            async for chunk in self.channel.unary_stream(path)(data):
+                chunks.append(chunk)
+        except grpc.aio.AioRpcError as err:
+            return err.code(), err.details() or "", chunks
+        return grpc.StatusCode.OK, "", chunks
+
     def paths(self, api: str) -> tuple[str, str]:
         """(compiled, general) rpc paths of `api`."""
         path = self.proto.method_names[api]
@@ -105,8 +136,12 @@ async def served() -> AsyncIterator[Served]:
     for name, messages in proto.messages.items():
         endpoint = GrpcEndpoint(messages, runtime)
         method = proto.method_names[name].rsplit("/", 1)[-1]
-        compiled[method] = grpc.unary_unary_rpc_method_handler(endpoint.handler)
-        general[method] = grpc.unary_unary_rpc_method_handler(endpoint.unary)
+        if messages.api.output.stream:
+            compiled[method] = grpc.unary_stream_rpc_method_handler(endpoint.handler)
+            general[method] = grpc.unary_stream_rpc_method_handler(endpoint.stream)
+        else:
+            compiled[method] = grpc.unary_unary_rpc_method_handler(endpoint.handler)
+            general[method] = grpc.unary_unary_rpc_method_handler(endpoint.unary)
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((
         grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, compiled),
@@ -130,6 +165,46 @@ async def test_plain_apis_get_a_compiled_handler(served: Served) -> None:
 async def test_a_context_api_keeps_the_general_handler(served: Served) -> None:
     endpoint = GrpcEndpoint(served.proto.messages["with_context"], served.runtime)
     assert endpoint.handler == endpoint.unary
+    streaming = GrpcEndpoint(served.proto.messages["count_with_context"], served.runtime)
+    assert streaming.handler == streaming.stream
+
+
+async def test_streams_get_a_compiled_handler(served: Served) -> None:
+    for name in ("count", "count_def"):
+        endpoint = GrpcEndpoint(served.proto.messages[name], served.runtime)
+        assert endpoint.handler != endpoint.stream, name
+
+
+STREAMS = [
+    ("count", {"n": 3}, grpc.StatusCode.OK, 3),
+    ("count", {"n": 0}, grpc.StatusCode.OK, 0),
+    ("count", {"n": -1}, grpc.StatusCode.INVALID_ARGUMENT, 0),
+    ("count", {"n": 3, "fail_at": 2}, grpc.StatusCode.INTERNAL, 2),     # after 2 chunks
+    ("count", {"n": 3, "pause": 1.0}, grpc.StatusCode.DEADLINE_EXCEEDED, 0),  # per chunk
+    ("count_def", {"n": 3}, grpc.StatusCode.OK, 3),
+    ("count_def", {"n": 2, "pause": 1.0}, grpc.StatusCode.DEADLINE_EXCEEDED, 0),
+]
+
+
+@pytest.mark.parametrize(("api", "fields", "code", "chunks"), STREAMS)
+async def test_compiled_streams_answer_as_the_general_one(
+        served: Served, api: str, fields: dict[str, Any], code: grpc.StatusCode,
+        chunks: int) -> None:
+    data = served.request(api, **fields)
+    answers = [await served.stream(path, data) for path in served.paths(api)]
+    assert answers[0] == answers[1]
+    assert answers[0][0] == code, answers[0]
+    assert len(answers[0][2]) == chunks
+
+
+async def test_a_stream_counts_in_metrics_with_its_bytes(served: Served) -> None:
+    before = _count("count", "OK")
+    compiled, _ = served.paths("count")
+    code, _, chunks = await served.stream(compiled, served.request("count", n=4))
+    assert code == grpc.StatusCode.OK and len(chunks) == 4
+    served.runtime.admission.flush()
+    assert _count("count", "OK") == before + 1
+    assert served.runtime.admission.in_flight == 0
 
 
 CASES = [
