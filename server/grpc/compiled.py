@@ -54,6 +54,31 @@ class _CallScope:
         return {}
 
 
+def _request_decoder(endpoint: GrpcEndpoint) -> Callable[[bytes], dict[str, Any]]:
+    """Request bytes to validated keyword arguments, in one scope shared by every call."""
+    messages = endpoint.messages
+    parse, values_of = messages.parse_request, messages.request_values
+    decode = endpoint.decoder.decode_values
+    scope = _CallScope(endpoint.runtime.settings.extra)
+
+    def decode_request(data: bytes) -> dict[str, Any]:
+        return decode(values_of(parse(data), scope))
+
+    return decode_request
+
+
+def _request_info(endpoint: GrpcEndpoint) -> Callable[[grpc.aio.ServicerContext],
+                                                      RequestInfo]:
+    """The RequestInfo of a call, made only for an error or an access line."""
+    name = endpoint.api.name
+    metadata_of = endpoint.metadata_of
+
+    def request_info(context: grpc.aio.ServicerContext) -> RequestInfo:
+        return RequestInfo("grpc", name, Headers(metadata_of(context)), context.peer)
+
+    return request_info
+
+
 def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
     """The compiled handler of `endpoint`'s unary API, or None when it needs the general
     one (a stream, file inputs, a Context parameter, tracing, device outputs)."""
@@ -64,11 +89,8 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
     call = runtime.direct(api)
     if call is None:
         return None
-    messages = endpoint.messages
-    parse, values_of = messages.parse_request, messages.request_values
-    decode = endpoint.decoder.decode_values
-    encode = messages.response_bytes
-    scope = _CallScope(runtime.settings.extra)
+    decode_request, request_info = _request_decoder(endpoint), _request_info(endpoint)
+    encode = endpoint.messages.response_bytes
     admission = runtime.admission
     general = endpoint.unary
     series = admission.series("grpc", api.name)
@@ -87,7 +109,7 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
         info: RequestInfo | None = None
         code, sent = "OK", 0
         try:
-            kwargs = decode(values_of(parse(data), scope))
+            kwargs = decode_request(data)
             seconds = limit_for(context.time_remaining())
             if seconds is None:
                 result = await call(kwargs)
@@ -125,10 +147,6 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
             leave(series, start, "grpc", name, code, len(data), sent,
                   info if info is not None else lambda: request_info(context))
 
-    def request_info(context: grpc.aio.ServicerContext) -> RequestInfo:
-        return RequestInfo("grpc", name, Headers(endpoint.metadata_of(context)),
-                           context.peer)
-
     return unary
 
 
@@ -146,11 +164,8 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
     if (not api.output.stream or api.has_files or api.context_param is not None
             or endpoint.tracing is not None):
         return None
-    messages = endpoint.messages
-    parse, values_of = messages.parse_request, messages.request_values
-    decode = endpoint.decoder.decode_values
-    encode = messages.response_bytes
-    scope = _CallScope(runtime.settings.extra)
+    decode_request, request_info = _request_decoder(endpoint), _request_info(endpoint)
+    encode = endpoint.messages.response_bytes
     admission = runtime.admission
     general = endpoint.stream
     series = admission.series("grpc", api.name)
@@ -170,7 +185,7 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
         code, sent = "OK", 0
         chunks = None
         try:
-            chunks = produce(api, decode(values_of(parse(data), scope)), None)
+            chunks = produce(api, decode_request(data), None)
             async for chunk in chunks:
                 out = encode(chunk)
                 sent += len(out)
@@ -191,9 +206,5 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
                 await chunks.aclose()
             leave(series, start, "grpc", name, code, len(data), sent,
                   info if info is not None else lambda: request_info(context))
-
-    def request_info(context: grpc.aio.ServicerContext) -> RequestInfo:
-        return RequestInfo("grpc", name, Headers(endpoint.metadata_of(context)),
-                           context.peer)
 
     return stream
