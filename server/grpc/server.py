@@ -21,17 +21,17 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..context import Context, Headers, RequestInfo
 from ..contract.decoding import Decoder
-from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
+from ..errors import TensorwireError
 from ..protobuf.descriptors import ServiceProto, locked_service_proto
 from ..protobuf.messages import APIMessages
 from ..runtime.admission import Ticket
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
-from ..wire.status import to_status
 from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
 from . import reflection
 from .compiled import compile_stream, compile_unary
 from .connections import connection_options
+from .failures import abort, failed
 
 log = logging.getLogger("tensorwire.grpc")
 
@@ -75,23 +75,10 @@ class GrpcEndpoint:
 
     def failed(self, exc: BaseException, request_id: str) -> TensorwireError:
         """`exc` in the error model (logged when it is not the client's fault)."""
-        if isinstance(exc, TensorwireError):
-            if not exc.public:
-                log.error("%s failed [%s]: %s", self.api.name, request_id, exc.message)
-            return exc if exc.public else InternalError()
-        log.error("%s failed [%s]", self.api.name, request_id, exc_info=exc)
-        return InternalError()
+        return failed(exc, self.api.name, request_id, log)
 
-    @staticmethod
-    async def abort(context: grpc.aio.ServicerContext, err: TensorwireError,
-                    request_id: str) -> None:
-        """End the call with `err`'s status, details and the request id."""
-        status = to_status(err)
-        kind = error_kind(err if err.public else InternalError())
-        await context.abort(status.code, status.details,
-                            trailing_metadata=(*status.trailing_metadata,
-                                               ("x-request-id", request_id),
-                                               (ERROR_KIND_HEADER, kind)))
+    #: End the call with an error's status, details and the request id.
+    abort = staticmethod(abort)
 
     def _error(self, exc: BaseException, ctx: Context) -> TensorwireError:
         return self.failed(exc, ctx.request.id)

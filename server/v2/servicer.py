@@ -24,19 +24,17 @@ from .. import inference as pb
 from ..codecs.v2_facet import Tensor
 from ..context import Context, Headers, RequestInfo
 from ..errors import (
-    ERROR_KIND_HEADER,
     InternalError,
     InvalidArgument,
     TensorwireError,
-    error_kind,
 )
+from ..grpc.failures import abort, failed
 from ..wire.oip import (
     arrays_from_infer_request,
     params_from_proto,
     params_to_proto,
     raw_from_array,
 )
-from ..wire.status import to_status
 from .framing import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .model import PLATFORM, V2Model
 from .repository import Repository
@@ -245,20 +243,9 @@ def encode_response(model: V2Model, request_id: str, outputs: list[Tensor]) -> b
 
 
 def _error(exc: BaseException, model: str, ctx: Context) -> TensorwireError:
-    """`exc` in the error model (logged when it is not the client's fault)."""
-    if isinstance(exc, TensorwireError):
-        if not exc.public:
-            log.error("v2 %s failed [%s]: %s", model, ctx.request.id, exc.message)
-        return exc if exc.public else InternalError()
-    log.error("v2 %s failed [%s]", model, ctx.request.id, exc_info=exc)
-    return InternalError()
+    return failed(exc, f"v2 {model}", ctx.request.id, log)
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: TensorwireError,
                  ctx: Context | None) -> None:
-    status = to_status(err)
-    kind = error_kind(err if err.public else InternalError())
-    trailing = (*status.trailing_metadata, (ERROR_KIND_HEADER, kind))
-    if ctx is not None:
-        trailing = (*trailing, ("x-request-id", ctx.request.id))
-    await context.abort(status.code, status.details, trailing_metadata=trailing)
+    await abort(context, err, ctx.request.id if ctx is not None else None)
