@@ -11,7 +11,7 @@ API needs, decided once (as `tensorwire.http.compiled` does for HTTP):
 - the request parsed and decoded in a scope shared by every call (`_CallScope`: no
   uploads to place, so no temp dir);
 - the method called directly (`ServiceRuntime.direct`) under the shorter of the server's
-  time limit and the client's deadline, inline (`Deadlines.enter`/`leave`).
+  time limit and the client's deadline (`Deadlines.run`).
 
 A call the closure does not cover (draining, over the concurrency limit, not ready) goes
 to the general handler, which refuses it exactly as before.
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from ..context import Headers, RequestInfo
-from ..runtime.deadlines import Deadlines, Expired
+from ..runtime.deadlines import Expired
 
 if TYPE_CHECKING:
     from .server import GrpcEndpoint
@@ -114,20 +114,10 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
             if seconds is None:
                 result = await call(kwargs)
             else:
-                entry = deadlines.enter(seconds)  # a handler always runs in a task
-                assert entry is not None
                 try:
-                    result = await call(kwargs)
-                except asyncio.CancelledError:
-                    try:
-                        Deadlines.cancelled(entry)
-                    except Expired:
-                        raise timed_out(seconds) from None
-                    raise
-                else:
-                    Deadlines.leave(entry)
-                finally:
-                    deadlines.forget(entry)
+                    result = await deadlines.run(seconds, call(kwargs))
+                except Expired:
+                    raise timed_out(seconds) from None
             out = encode(result)
             sent = len(out)
             return out

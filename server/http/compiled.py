@@ -9,8 +9,9 @@ this closure holds only what the API needs, decided once:
 
 - admission inline (`Admission.enter`/`leave`), the metrics series held, the request's
   id and peer made only for an error or an access line;
-- the method called directly (`ServiceRuntime.direct`), its time limit inline
-  (`Deadlines.enter`/`leave`: no coroutine frame);
+- the method called directly (`ServiceRuntime.direct`) under the worker's one deadline
+  sweeper (`Deadlines.run`; inlining its steps here measured no gain in
+  `bench/hot_path.py`);
 - the output written straight to JSON bytes (`HttpFacet.json_encoder`).
 
 A request the closure does not cover (another content type, a compressed or unsized
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ..context import Headers, RequestInfo
-from ..runtime.deadlines import Deadlines, Expired
+from ..runtime.deadlines import Expired
 
 if TYPE_CHECKING:
     from .endpoint import HttpEndpoint
@@ -72,20 +73,10 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
             if timeout is None:
                 result = await call(kwargs)
             else:
-                entry = deadlines.enter(timeout)  # a handler always runs in a task
-                assert entry is not None
                 try:
-                    result = await call(kwargs)
-                except asyncio.CancelledError:
-                    try:
-                        Deadlines.cancelled(entry)
-                    except Expired:
-                        raise timed_out(timeout) from None
-                    raise
-                else:
-                    Deadlines.leave(entry)
-                finally:
-                    deadlines.forget(entry)
+                    result = await deadlines.run(timeout, call(kwargs))
+                except Expired:
+                    raise timed_out(timeout) from None
             resp = web.Response(body=encode(result), headers=_JSON_HEADERS)
             return resp
         except asyncio.CancelledError:

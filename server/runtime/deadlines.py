@@ -60,7 +60,8 @@ class Deadlines:
         finally:
             self.forget(entry)
 
-    # The steps of `run`, for a caller that awaits inline (one coroutine frame fewer):
+    # The steps of `run` (compiled handlers inlined them once; bench/hot_path.py showed
+    # no gain over calling `run`, so they call it):
     #     entry = enter(limit); try: await ...; leave(entry)
     #     except CancelledError: cancelled(entry); raise   finally: forget(entry)
     def enter(self, limit: float) -> _Entry | None:
