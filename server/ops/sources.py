@@ -218,9 +218,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     for opt in options():
         if opt.positional:
             parser.add_argument(opt.name, nargs="?", default=None, metavar="TARGET",
-                                help=f"{opt.help} (env {opt.env})")
+                                help=_escaped(f"{opt.help} (env {opt.env})"))
             continue
-        helptext = f"{opt.help} (env {opt.env}; default {_show(opt.default)})"
+        helptext = _escaped(f"{opt.help} (env {opt.env}; default {_show(opt.default)})")
         if opt.kind == "bool":
             parser.add_argument(opt.flag, action=argparse.BooleanOptionalAction,
                                 default=None, help=helptext)
@@ -229,6 +229,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                             choices=opt.choices,
                             type=_flag_type(opt), help=helptext,
                             metavar=None if opt.choices else (opt.metavar or opt.kind.upper()))
+
+
+def _escaped(text: str) -> str:
+    """`text` as argparse's help: it %-formats every help string (`10 %` would crash
+    `--help`)."""
+    return text.replace("%", "%%")
 
 
 def _flag_type(opt: Option):

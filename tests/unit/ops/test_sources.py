@@ -132,6 +132,16 @@ def test_bad_flag_value_is_a_usage_error(capsys):
     assert "max-request-size" in capsys.readouterr().err
 
 
+def test_help_lists_every_flag(capsys):
+    """`serve --help` formats every setting's help (a bare `%` in one crashed it)."""
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args(["serve", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--grpc-max-connection-age" in out and "10 % jitter" in out
+    assert all(opt.flag in out for opt in options() if not opt.positional)
+
+
 def test_the_token_stays_out_of_repr():
     s = Settings(auth_token="do-not-print-me")
     assert "do-not-print-me" not in repr(s)
