@@ -43,3 +43,34 @@ def test_refusals_are_logged_once_per_interval(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["refused 1 connection(s): max_connections (1 per worker) are open",
                      "refused 50 connection(s): max_connections (1 per worker) are open"]
+
+
+class _Handler:
+    """What the sweeper reads of a connection: its head deadline, and what it calls."""
+
+    def __init__(self, due: float) -> None:
+        self._head_due = due
+        self.late = False
+
+    def _head_late(self) -> None:
+        self.late = True
+
+
+def test_one_sweeper_closes_only_late_heads_and_stops_when_none_is_due():
+    import asyncio
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        guard = ConnectionGuard.from_settings(Settings(header_timeout=0.1))
+        assert guard.tick == 0.01
+        late, in_time = _Handler(loop.time() + 0.03), _Handler(loop.time() + 60)
+        guard.arm(late, loop)
+        guard.arm(in_time, loop)  # one timer for both
+        await asyncio.sleep(0.1)
+        assert late.late and not in_time.late
+        assert guard._due == {in_time} and guard._sweeper is not None
+        guard.disarm(in_time)
+        await asyncio.sleep(0.05)
+        assert guard._sweeper is None  # idle: nothing is due, nothing wakes the loop
+
+    asyncio.run(scenario())
