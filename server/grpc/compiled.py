@@ -10,8 +10,9 @@ API needs, decided once (as `tensorwire.http.compiled` does for HTTP):
   request's id and peer made only for an error or an access line;
 - the request parsed and decoded in a scope shared by every call (`_CallScope`: no
   uploads to place, so no temp dir);
-- the method called directly (`ServiceRuntime.direct`) under the shorter of the server's
-  time limit and the client's deadline (`Deadlines.run`).
+- the method called directly (`ServiceRuntime.direct`); an `async def` one takes its
+  first step at once (`runtime.eager`), and what is left is awaited under the shorter
+  of the server's time limit and the client's deadline (`Deadlines.run`).
 
 A call the closure does not cover (draining, over the concurrency limit, not ready) goes
 to the general handler, which refuses it exactly as before.
@@ -27,6 +28,7 @@ import grpc
 
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
+from ..runtime.eager import PENDING, resumed
 
 if TYPE_CHECKING:
     from .server import GrpcEndpoint
@@ -101,6 +103,7 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
     timed_out = runtime.timed_out
     failed, abort = endpoint.failed, endpoint.abort
     name = api.name
+    eager = api.is_async and not api.batchable  # `call` gives the method's coroutine
 
     async def unary(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         if admission.draining or (limit and admission.in_flight >= limit) or not runtime.ready:
@@ -109,15 +112,22 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
         info: RequestInfo | None = None
         code, sent = "OK", 0
         try:
-            kwargs = decode_request(data)
-            seconds = limit_for(context.time_remaining())
-            if seconds is None:
-                result = await call(kwargs)
-            else:
+            work = call(decode_request(data))
+            result = PENDING
+            if eager:  # the method's first step now: most finish in it (runtime.eager)
                 try:
-                    result = await deadlines.run(seconds, call(kwargs))
-                except Expired:
-                    raise timed_out(seconds) from None
+                    work = resumed(work, work.send(None))
+                except StopIteration as done:
+                    result = done.value
+            if result is PENDING:
+                seconds = limit_for(context.time_remaining())
+                if seconds is None:
+                    result = await work
+                else:
+                    try:
+                        result = await deadlines.run(seconds, work)
+                    except Expired:
+                        raise timed_out(seconds) from None
             out = encode(result)
             sent = len(out)
             return out

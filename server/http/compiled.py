@@ -9,9 +9,9 @@ this closure holds only what the API needs, decided once:
 
 - admission inline (`Admission.enter`/`leave`), the metrics series held, the request's
   id and peer made only for an error or an access line;
-- the method called directly (`ServiceRuntime.direct`) under the worker's one deadline
-  sweeper (`Deadlines.run`; inlining its steps here measured no gain in
-  `bench/hot_path.py`);
+- the method called directly (`ServiceRuntime.direct`); an `async def` one takes its
+  first step at once, and only if it suspends is the rest awaited under the worker's
+  one deadline sweeper (`runtime.eager`, `Deadlines.run`);
 - the output written straight to JSON bytes (`HttpFacet.json_encoder`).
 
 A request the closure does not cover (another content type, a compressed or unsized
@@ -29,6 +29,7 @@ from aiohttp import web
 
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
+from ..runtime.eager import PENDING, resumed
 
 if TYPE_CHECKING:
     from .endpoint import HttpEndpoint
@@ -60,6 +61,7 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
     deadlines = runtime.deadlines
     timed_out = runtime.timed_out
     name = api.name
+    eager = api.is_async and not api.batchable  # `call` gives the method's coroutine
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if (admission.draining or (limit and admission.in_flight >= limit)
@@ -69,14 +71,21 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
         info: RequestInfo | None = None
         resp: web.StreamResponse | None = None
         try:
-            kwargs = decode(await request.read())
-            if timeout is None:
-                result = await call(kwargs)
-            else:
+            work = call(decode(await request.read()))
+            result = PENDING
+            if eager:  # the method's first step now: most finish in it (runtime.eager)
                 try:
-                    result = await deadlines.run(timeout, call(kwargs))
-                except Expired:
-                    raise timed_out(timeout) from None
+                    work = resumed(work, work.send(None))
+                except StopIteration as done:
+                    result = done.value
+            if result is PENDING:
+                if timeout is None:
+                    result = await work
+                else:
+                    try:
+                        result = await deadlines.run(timeout, work)
+                    except Expired:
+                        raise timed_out(timeout) from None
             resp = web.Response(body=encode(result), headers=_JSON_HEADERS)
             return resp
         except asyncio.CancelledError:

@@ -52,6 +52,11 @@ class Compiled:
         raise RuntimeError("a bug, not the client's fault")
 
     @tensorwire.api
+    async def broken_later(self, a: int) -> int:
+        await asyncio.sleep(0)  # fails after its first step (runtime.eager)
+        raise RuntimeError("a bug, after a suspension")
+
+    @tensorwire.api
     def with_context(self, ctx: tensorwire.Context, a: int) -> int:
         ctx.response.headers["X-Seen"] = ctx.request.api
         return a
@@ -131,6 +136,7 @@ CASES = [
     ("slow", {"seconds": 2.0}, 504),       # past request_timeout
     ("slow_def", {"seconds": 2.0}, 504),   # a def too
     ("broken", {"a": 1}, 500),             # without the traceback
+    ("broken_later", {"a": 1}, 500),       # failing after a suspension
 ]
 
 
@@ -159,6 +165,30 @@ async def test_the_compiled_handler_answers_as_the_general_one(
                         _without_id(await resp.read())))
     assert answers[0] == answers[1]
     assert answers[0][0] == status, answers[0]
+
+
+async def test_only_a_method_that_suspends_goes_under_the_time_limit(
+        runtime: ServiceRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `async def` that returns in its first step cannot be cut short by a limit
+    (there is no await to cancel at): it costs no registration. One that waits does."""
+    limited: list[float] = []
+    run = runtime.deadlines.run
+
+    def counting(limit: float, work: Any) -> Any:
+        limited.append(limit)
+        return run(limit, work)
+
+    monkeypatch.setattr(runtime.deadlines, "run", counting)
+    app = web.Application()
+    for name in ("add", "slow"):
+        app.router.add_post(f"/{name}", _endpoint(runtime, name).handler)
+    async with TestClient(TestServer(app)) as patched:
+        assert (await _post(patched, "/add", b'{"a": 1}')).status == 200
+        assert limited == []
+        assert (await _post(patched, "/slow", b'{"seconds": 0.01}')).status == 200
+        assert limited == [0.3]
+        assert (await _post(patched, "/slow", b'{"seconds": 2}')).status == 504
+    assert runtime.deadlines.pending == 0
 
 
 async def test_bad_json_is_a_400_on_the_compiled_path(client: TestClient) -> None:
