@@ -142,9 +142,7 @@ class HttpFacet:
 
     def plain_json_encoder(self) -> Callable[[Any], bytes]:
         """What `encode` does for a JSON value, without the `HttpBody` around it."""
-        codec = self.codec
-        dump, value_of = codec.dump_json, codec.output_value
-        return lambda value: dump(value_of(value))
+        return self.codec.json_dumper()
 
     def encode_chunk(self, value: Any) -> bytes:
         """One streamed chunk (SSE `data:`); JSON unless the family knows better."""

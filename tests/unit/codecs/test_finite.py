@@ -168,3 +168,37 @@ def test_only_fields_that_can_hold_floats_are_walked():
 
     _, fields = _model_plan(Shapes)
     assert [name for name, _, _ in fields] == ["scores", "meta", "inner", "ratio"]
+
+
+class _Scored(BaseModel):
+    label: str
+    score: float
+    note: str | None = None
+
+
+@pytest.mark.parametrize(("annotation", "value", "answer"), [
+    (float, 1.5, b"1.5"),
+    (int, 3, b"3"),
+    (list[float], [1.0, 2.5], b"[1.0,2.5]"),
+    (float | None, None, b"null"),
+    (_Scored, _Scored(label="NaN-free", score=0.5), None),
+    (_Scored, {"label": "as a dict", "score": 2}, None),  # validated into the model
+    (dict[str, t.Any], {"text": "Infinity and null, in strings"}, None),
+])
+def test_the_bound_json_dumper_writes_what_dump_json_writes(annotation, value, answer):
+    codec = codec_for(annotation)
+    expected = codec.dump_json(codec.output_value(value))
+    assert codec.json_dumper()(value) == expected
+    if answer is not None:
+        assert expected == answer
+
+
+@pytest.mark.parametrize(("annotation", "value"), [
+    (float, math.nan),
+    (list[float], [1.0, math.inf]),
+    (_Scored, _Scored(label="x", score=math.nan)),  # the model writes it as null
+    (_Scored, {"label": "x", "score": -math.inf}),
+])
+def test_the_bound_json_dumper_refuses_nonfinite_outputs(annotation, value):
+    with pytest.raises(InternalError):
+        codec_for(annotation).json_dumper()(value)
