@@ -51,7 +51,7 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
         return None
     admission = runtime.admission
     general = endpoint.handle
-    plain_json = endpoint._plain_json
+    plain_json_length = endpoint.plain_json_length
     failure = endpoint.failure
     decode = endpoint.decoder.decode_json
     series = admission.series("http", api.name)
@@ -64,12 +64,13 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
     eager = api.is_async and not api.batchable  # `call` gives the method's coroutine
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        if (admission.draining or (limit and admission.in_flight >= limit)
-                or not runtime.ready or not plain_json(request)):
+        received = plain_json_length(request)
+        if (received < 0 or admission.draining or (limit and admission.in_flight >= limit)
+                or not runtime.ready):
             return await general(request)
         start = enter(series)
         info: RequestInfo | None = None
-        resp: web.StreamResponse | None = None
+        status, sent = "499", 0  # until an answer is made: the client went away
         try:
             work = call(decode(await request.read()))
             result = PENDING
@@ -86,18 +87,18 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
                         result = await deadlines.run(timeout, work)
                     except Expired:
                         raise timed_out(timeout) from None
-            resp = web.Response(body=encode(result), headers=_JSON_HEADERS)
-            return resp
+            body = encode(result)
+            status, sent = "200", len(body)
+            return web.Response(body=body, headers=_JSON_HEADERS)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             info = request_info(request)
             resp = failure(exc, request, info.id)
+            status, sent = str(resp.status), resp.body_length or resp.content_length or 0
             return resp
         finally:
-            leave(series, start, "http", name, "499" if resp is None else str(resp.status),
-                  request.content_length or 0,
-                  0 if resp is None else resp.body_length or resp.content_length or 0,
+            leave(series, start, "http", name, status, received, sent,
                   info if info is not None else lambda: request_info(request))
 
     def request_info(request: web.Request) -> RequestInfo:

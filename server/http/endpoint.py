@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from ..codecs import FieldError, HttpBody, UnsupportedBody
@@ -154,15 +154,23 @@ class HttpEndpoint:
     def _plain_json(self, request: web.Request) -> bool:
         """The common case, decided without a coroutine: a JSON object body within the
         size limit for an API with neither a root input nor files."""
+        return self.plain_json_length(request) >= 0
+
+    def plain_json_length(self, request: web.Request) -> int:
+        """The body's length in the common case (`_plain_json`), else -1. Headers are
+        looked up by aiohttp's `istr` names, which skip case folding (half the cost of
+        a plain string key per lookup)."""
         if self._not_plain:
-            return False
-        length = request.content_length
-        if length is None or length > self.max_size:
-            return False
+            return -1
         headers = request.headers
-        media = headers.get("Content-Type")
+        length = headers.get(hdrs.CONTENT_LENGTH)
+        if length is None or (size := int(length)) > self.max_size:
+            return -1
+        media = headers.get(hdrs.CONTENT_TYPE)
         # A compressed body is inflated by `body.read_body`, in bounded steps.
-        return (media is None or media in _JSON_TYPES) and "Content-Encoding" not in headers
+        if (media is None or media in _JSON_TYPES) and hdrs.CONTENT_ENCODING not in headers:
+            return size
+        return -1
 
     @staticmethod
     def _headers(body: HttpBody, ctx: Context) -> dict[str, str]:

@@ -110,9 +110,14 @@ class Series:
     def answered(self, status: str, seconds: float, received: int, sent: int) -> None:
         counts = self._counts
         counts[status] = counts.get(status, 0) + 1
-        self.duration.observe(seconds)
-        self.received.observe(received)
-        self.sent.observe(sent)
+        # `_Buckets.observe` three times, inline: three method calls were a third of this
+        duration, size_in, size_out = self.duration, self.received, self.sent
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1
+        duration.total += seconds
+        size_in.counts[bisect_left(size_in.bounds, received)] += 1
+        size_in.total += received
+        size_out.counts[bisect_left(size_out.bounds, sent)] += 1
+        size_out.total += sent
 
     def flush(self) -> None:
         for status, n in self._counts.items():
