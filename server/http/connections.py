@@ -129,6 +129,10 @@ class ConnectionGuard:
             self._sweeper = loop.call_later(self.tick, self._sweep, loop)
 
 
+#: aiohttp's own `data_received`, called directly (a `super()` per read costs).
+_parse = web.RequestHandler.data_received
+
+
 class GuardedHandler(web.RequestHandler):
     """aiohttp's protocol with a request-head deadline, a body idle timeout and the
     connection cap.
@@ -164,20 +168,22 @@ class GuardedHandler(web.RequestHandler):
         self._arm(self._loop.time(), started=False)  # a new connection is for a request
 
     def data_received(self, data: bytes) -> None:
-        # Decided after aiohttp parsed the bytes, so that a head arriving whole (the
-        # common case) neither arms nor disarms anything.
-        now = self._last_read = self._loop.time()
-        super().data_received(data)
+        # Decided after aiohttp parsed the bytes, so that a request arriving whole in one
+        # read (the common case) neither arms, disarms nor reads the clock.
+        if self._body is not None:  # a body under its idle timeout: these bytes count
+            self._last_read = self._loop.time()
+        _parse(self, data)
         if self._messages:
             if self._head_due is not None:
                 self._disarm()  # a whole head arrived in time
             body = self._messages[-1][1]
-            if self._body is not body and not body.is_eof():
+            if body is not self._body and not body.is_eof():
+                self._last_read = self._loop.time()
                 self._watch_body(body)
         elif self._head_due is not None:
             self._head_started = True
-        elif self._waiting():
-            self._arm(now, started=True)  # part of the next head on a kept-alive connection
+        elif self._waiting():  # part of the next head on a kept-alive connection
+            self._arm(self._loop.time(), started=True)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
