@@ -40,6 +40,40 @@ def test_buckets_match_what_prometheus_observe_would_count() -> None:
                   protocol="http") == sum(values)
 
 
+def test_size_buckets_and_statuses_match_prometheus() -> None:
+    sizes = [0, 63, 64, 65, 4096, 5000, 2**28, 2**30]
+    ours = metrics.Series("met_sizes", "grpc")
+    for i, n in enumerate(sizes):
+        ours.answered("OK" if i % 3 else "INTERNAL", 0.0, n, n * 2)
+    ours.flush()
+    for name, factor in (("request", 1), ("response", 2)):
+        reference = Histogram(f"met_{name}_reference", "reference",
+                              buckets=metrics.SIZE_BUCKETS)
+        for n in sizes:
+            reference.observe(n * factor)
+        for bound in metrics.SIZE_BUCKETS:
+            le = floatToGoString(bound)
+            assert sample(f"tensorwire_{name}_size_bytes_bucket", api="met_sizes",
+                          protocol="grpc", le=le) == sample(
+                f"met_{name}_reference_bucket", le=le), (name, le)
+    assert sample("tensorwire_requests_total", api="met_sizes", protocol="grpc",
+                  status="INTERNAL") == 3
+    assert sample("tensorwire_requests_total", api="met_sizes", protocol="grpc",
+                  status="OK") == 5
+
+
+def test_held_answers_stay_bounded(monkeypatch) -> None:
+    """Answers wait for the next flush in a list; past a bound they are flushed at once,
+    so no rate outgrows the memory between two flushes."""
+    monkeypatch.setattr(metrics, "_PENDING_MAX", 10)
+    ours = metrics.Series("met_bounded", "http")
+    for _ in range(25):
+        ours.answered("200", 0.01, 1, 1)
+    assert len(ours._pending) == 5
+    assert sample("tensorwire_requests_total", api="met_bounded", protocol="http",
+                  status="200") == 20
+
+
 async def test_counts_reach_a_scrape_at_once_and_prometheus_within_the_interval() -> None:
     adm = Admission(Settings())
     labels = {"api": "met_async", "protocol": "grpc"}
