@@ -286,6 +286,14 @@ def main() -> int:
                              [[k, v["us_per_req"], v["added_us"]]
                               for k, v in hot["summary"].items()]))
         page.append("")
+    counted = load("instructions")
+    if counted:
+        page += ["## Instructions per request of the running server", "",
+                 "`bench/instructions.py` — user-space instructions per small JSON request "
+                 "under callgrind (system calls and cache misses are not in it).", ""]
+        page.append(md_table(["server", "instructions/request"],
+                             [[k, v["per_request"]] for k, v in counted["summary"].items()]))
+        page += ["", f"tensorwire / bare: {counted['ratio']:.3f}", ""]
     PAGE.write_text("\n".join(page))
     print(f"wrote {PAGE.relative_to(ROOT)}" + (f" and {PLOT.relative_to(ROOT)}"
                                                  if PLOT.exists() else ""))
