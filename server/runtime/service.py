@@ -31,6 +31,7 @@ from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
 from .deadlines import Deadlines, Expired
+from .eager import resumed
 from .handoff import Handoff
 
 log = logging.getLogger("tensorwire.runtime")
@@ -253,7 +254,17 @@ class ServiceRuntime:
         try:
             while True:
                 if api.is_async:
-                    produce = anext(gen, _DONE)
+                    # The generator's step now (runtime.eager): a chunk made without an
+                    # await needs no time limit armed and no awaitable awaited.
+                    produce = gen.__anext__()
+                    try:
+                        produce = resumed(produce, produce.send(None))
+                    except StopIteration as made:
+                        yield await self.to_host(api, made.value) if on_device else made.value
+                        continue
+                    except StopAsyncIteration:
+                        break
+                    produce = _until_done(produce)
                 else:
                     job = self.handoff.run(next, gen, _DONE)
                     produce = job.future
@@ -300,6 +311,14 @@ class ServiceRuntime:
         if not tensors:
             return value
         return await self.handoff.run(transfer.outputs_to_host, value, tensors).future
+
+
+async def _until_done(step: Awaitable[Any]) -> Any:
+    """The rest of an async generator's step, with its end read as `_DONE`."""
+    try:
+        return await step
+    except StopAsyncIteration:
+        return _DONE
 
 
 def _argument_layout(api: APISpec) -> Callable[[dict[str, Any], Context], tuple[tuple, dict]]:

@@ -4,6 +4,7 @@ the rest must behave exactly as awaiting the coroutine from the start would."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -110,3 +111,69 @@ def test_closing_the_rest_closes_the_method():
 
     asyncio.run(scenario())
     assert closed == [True]
+
+
+def test_a_stream_made_without_awaits_arms_no_limit_and_one_that_waits_is_bounded():
+    """`ServiceRuntime.stream` takes each async generator step at once: a chunk made
+    without an await arms nothing; a step that waits past the limit still fails."""
+    import tensorwire
+    from tensorwire.errors import DeadlineExceeded
+    from tensorwire.runtime.service import ServiceRuntime
+    from tensorwire.settings import Settings
+
+    @tensorwire.service
+    class Streams:
+        @tensorwire.api
+        async def quick(self, n: int) -> AsyncIterator[int]:
+            for i in range(n):
+                yield i
+
+        @tensorwire.api
+        async def mixed(self, pause: float) -> AsyncIterator[int]:
+            yield 0
+            await asyncio.sleep(pause)
+            yield 1
+            raise ValueError("after the chunks")
+
+    async def scenario() -> None:
+        runtime = ServiceRuntime(tensorwire.get_service_spec(Streams),
+                                 Settings(request_timeout=0.2))
+        await runtime.start()
+        try:
+            armed: list[float] = []
+            watch = runtime.deadlines.watch
+
+            class Counted:  # the stream's Watch, counting how often it is armed
+                def __init__(self, inner) -> None:
+                    self.inner = inner
+
+                def arm(self) -> None:
+                    armed.append(self.inner.limit)
+                    self.inner.arm()
+
+                def __getattr__(self, name: str):
+                    return getattr(self.inner, name)
+
+            def counting(limit: float):
+                return Counted(watch(limit))
+
+            runtime.deadlines.watch = counting  # type: ignore[method-assign]
+            spec = runtime.spec.apis
+            assert [c async for c in runtime.stream(spec["quick"], {"n": 5}, None)] == [
+                0, 1, 2, 3, 4]
+            assert armed == []
+            got: list[int] = []
+            with pytest.raises(ValueError, match="after the chunks"):
+                async for c in runtime.stream(spec["mixed"], {"pause": 0.01}, None):
+                    got.append(c)
+            assert got == [0, 1] and armed == [0.2]
+            got.clear()
+            with pytest.raises(DeadlineExceeded):
+                async for c in runtime.stream(spec["mixed"], {"pause": 2.0}, None):
+                    got.append(c)
+            assert got == [0]
+            assert runtime.deadlines.pending == 0
+        finally:
+            await runtime.close()
+
+    asyncio.run(scenario())
