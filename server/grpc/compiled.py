@@ -28,7 +28,7 @@ import grpc
 
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
-from ..runtime.eager import PENDING, resumed
+from ..runtime.eager import first_step
 
 if TYPE_CHECKING:
     from .server import GrpcEndpoint
@@ -113,21 +113,17 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
         code, sent = "OK", 0
         try:
             work = call(decode_request(data))
-            result = PENDING
-            if eager:  # the method's first step now: most finish in it (runtime.eager)
+            # the method's first step now: most finish in it (runtime.eager)
+            finished, value = first_step(work) if eager else (False, work)
+            if finished:
+                result = value
+            elif (seconds := limit_for(context.time_remaining())) is None:
+                result = await value
+            else:
                 try:
-                    work = resumed(work, work.send(None))
-                except StopIteration as done:
-                    result = done.value
-            if result is PENDING:
-                seconds = limit_for(context.time_remaining())
-                if seconds is None:
-                    result = await work
-                else:
-                    try:
-                        result = await deadlines.run(seconds, work)
-                    except Expired:
-                        raise timed_out(seconds) from None
+                    result = await deadlines.run(seconds, value)
+                except Expired:
+                    raise timed_out(seconds) from None
             out = encode(result)
             sent = len(out)
             return out

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
-from ..runtime.eager import PENDING, resumed
+from ..runtime.eager import first_step
 
 if TYPE_CHECKING:
     from .endpoint import HttpEndpoint
@@ -73,20 +73,17 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
         status, sent = "499", 0  # until an answer is made: the client went away
         try:
             work = call(decode(await request.read()))
-            result = PENDING
-            if eager:  # the method's first step now: most finish in it (runtime.eager)
+            # the method's first step now: most finish in it (runtime.eager)
+            finished, value = first_step(work) if eager else (False, work)
+            if finished:
+                result = value
+            elif timeout is None:
+                result = await value
+            else:
                 try:
-                    work = resumed(work, work.send(None))
-                except StopIteration as done:
-                    result = done.value
-            if result is PENDING:
-                if timeout is None:
-                    result = await work
-                else:
-                    try:
-                        result = await deadlines.run(timeout, work)
-                    except Expired:
-                        raise timed_out(timeout) from None
+                    result = await deadlines.run(timeout, value)
+                except Expired:
+                    raise timed_out(timeout) from None
             body = encode(result)
             status, sent = "200", len(body)
             return web.Response(body=body, headers=_JSON_HEADERS)

@@ -9,13 +9,8 @@ was a tenth of what tensorwire added to a small request over bare aiohttp). When
 suspends, `resumed` hands the rest to the caller's `await`, under the time limit as
 before, so a method that waits is bounded exactly as it always was.
 
-    work = method(**kwargs)
-    try:
-        work = resumed(work, work.send(None))
-    except StopIteration as done:
-        result = done.value          # finished without suspending
-    else:
-        result = await deadlines.run(limit, work)
+    finished, value = first_step(method(**kwargs))
+    result = value if finished else await deadlines.run(limit, value)
 """
 
 from __future__ import annotations
@@ -24,8 +19,15 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
-#: What a compiled handler's result holds until the method has returned one.
-PENDING: Any = object()
+
+def first_step(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Take `coro`'s first step: (True, its result) when it finished in it, else (False,
+    the rest to await). What `coro` raises in the step propagates (for an async
+    generator's `__anext__()`, StopAsyncIteration at its end)."""
+    try:
+        return False, resumed(coro, coro.send(None))
+    except StopIteration as done:
+        return True, done.value
 
 
 @types.coroutine

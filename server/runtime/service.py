@@ -31,7 +31,7 @@ from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
 from .deadlines import Deadlines, Expired
-from .eager import resumed
+from .eager import first_step
 from .handoff import Handoff
 
 log = logging.getLogger("tensorwire.runtime")
@@ -256,15 +256,14 @@ class ServiceRuntime:
                 if api.is_async:
                     # The generator's step now (runtime.eager): a chunk made without an
                     # await needs no time limit armed and no awaitable awaited.
-                    produce = gen.__anext__()
                     try:
-                        produce = resumed(produce, produce.send(None))
-                    except StopIteration as made:
-                        yield await self.to_host(api, made.value) if on_device else made.value
-                        continue
+                        made, step = first_step(gen.__anext__())
                     except StopAsyncIteration:
                         break
-                    produce = _until_done(produce)
+                    if made:
+                        yield await self.to_host(api, step) if on_device else step
+                        continue
+                    produce = _until_done(step)
                 else:
                     job = self.handoff.run(next, gen, _DONE)
                     produce = job.future

@@ -9,15 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tensorwire.runtime.deadlines import Deadlines, Expired
-from tensorwire.runtime.eager import resumed
-
-
-def first_step(coro):
-    """(True, result) when `coro` finished in its first step, else (False, the rest)."""
-    try:
-        return False, resumed(coro, coro.send(None))
-    except StopIteration as done:
-        return True, done.value
+from tensorwire.runtime.eager import first_step
 
 
 async def returns_at_once(x: int) -> int:
