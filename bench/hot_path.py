@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,10 +34,27 @@ _HEADERS = {"Content-Type": "application/json", "Content-Length": str(len(BODY))
             "Host": "127.0.0.1"}
 
 
+class _Protocol:
+    """The body stream's side of a connection, doing nothing, as a real one does for a
+    body that arrived whole. A `unittest.mock.Mock` here records every call: its call
+    list grows by 20,000 entries a run and the garbage collector walks them, which cost
+    the handler in the larger process (tensorwire's) up to ~10 µs a request that no
+    real server pays."""
+
+    _reading_paused = False
+    connected = True
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+
 def requests(n: int) -> list[Any]:
     """`n` POST /predict requests, each with its own body stream, built before timing."""
     loop = asyncio.get_running_loop()
-    protocol = mock.Mock(_reading_paused=False)
+    protocol = _Protocol()
     template = make_mocked_request("POST", "/predict", headers=_HEADERS, loop=loop)
     out = []
     for _ in range(n):  # clone() is ~60x cheaper than a new mocked request
