@@ -8,6 +8,7 @@ reads a raw body.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
@@ -124,6 +125,22 @@ class StrHttp(HttpFacet):
 
     def encode_chunk(self, value: Any) -> bytes:
         return str(self.codec.output_value(value)).encode()
+
+    def chunk_encoder(self) -> Callable[[Any], bytes]:
+        """`encode_chunk` with its one common case first: a `str` the codec passes
+        unchecked (what a token stream yields) is its UTF-8 bytes."""
+        codec = self.codec
+        output_value = codec.output_value
+        if type(codec).output_value is not Codec.output_value or (
+                codec.validates_output and not isinstance("", codec.output_types)):
+            return self.encode_chunk
+
+        def encode(value: Any) -> bytes:
+            if type(value) is str:
+                return value.encode()
+            return str(output_value(value)).encode()
+
+        return encode
 
 
 class StrCodec(ScalarCodec):

@@ -62,6 +62,8 @@ class HttpEndpoint:
         self.admission = runtime.admission
         self.settings = settings
         self.output = api.output.codec.http
+        #: One streamed chunk's bytes (None for a unary API).
+        self._encode_chunk = self.output.chunk_encoder() if api.output.stream else None
         self.max_size = settings.max_request_size
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
@@ -288,7 +290,7 @@ class HttpEndpoint:
         """One frame per chunk (server-sent events, or what the client reads: see
         streams), written as soon as the method yields it."""
         chunks = self.runtime.stream(self.api, kwargs, ctx)
-        encode = self.output.encode_chunk
+        encode = self._encode_chunk
         framing = framing_for(request.headers, self.output.output_media)
         frame = framing.item
         try:

@@ -3,6 +3,7 @@ over values pydantic's own checks do not reach, JSON output and protobuf doubles
 
 from __future__ import annotations
 
+import enum
 import math
 import typing as t
 
@@ -202,3 +203,37 @@ def test_the_bound_json_dumper_writes_what_dump_json_writes(annotation, value, a
 def test_the_bound_json_dumper_refuses_nonfinite_outputs(annotation, value):
     with pytest.raises(InternalError):
         codec_for(annotation).json_dumper()(value)
+
+
+class _Tone(enum.StrEnum):
+    LOW = "low"
+
+
+@pytest.mark.parametrize(("annotation", "value"), [
+    (str, "tok "),
+    (str, "héllo\nworld"),
+    (t.Literal["a", "b"], "a"),
+    (t.Annotated[str, Field(max_length=3)], "abc"),
+    (_Tone, _Tone.LOW),
+    (int, 7),
+    (float, 0.25),
+    (list[float], [1.0, 2.5]),
+    (_Scored, _Scored(label="x", score=0.5)),
+    (_Scored, {"label": "as a dict", "score": 2}),
+    (dict[str, t.Any], {"k": [1, "NaN as text"]}),
+])
+def test_the_bound_chunk_encoder_writes_what_encode_chunk_writes(annotation, value):
+    http = codec_for(annotation).http
+    assert http.chunk_encoder()(value) == http.encode_chunk(value)
+
+
+@pytest.mark.parametrize(("annotation", "value"), [
+    (t.Literal["a", "b"], "c"),  # a str the contract does not allow is still refused
+    (float, math.nan),
+])
+def test_the_bound_chunk_encoder_refuses_what_encode_chunk_refuses(annotation, value):
+    http = codec_for(annotation).http
+    with pytest.raises(Exception) as general:
+        http.encode_chunk(value)
+    with pytest.raises(general.type):
+        http.chunk_encoder()(value)

@@ -35,3 +35,12 @@ def test_empty_and_unicode_data():
     text = "héllo ✓".encode()
     assert feed_all([text[:3] and sse_event(text)[:8], sse_event(text)[8:]]) == [
         Event("héllo ✓")]
+
+
+def test_a_chunk_with_a_line_break_anywhere_is_split_into_data_lines():
+    # the one-line fast path looks for the byte values of LF and CR: a break at the
+    # start, the end or alone must still take the multi-line framing
+    for data, lines in [(b"a\nb", [b"a", b"b"]), (b"\ra", [b"", b"a"]),
+                        (b"a\r\n", [b"a", b""]), (b"\n", [b"", b""])]:
+        assert sse_event(data) == b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+    assert sse_event(b"plain, 10 and 13") == b"data: plain, 10 and 13\n\n"
