@@ -12,7 +12,6 @@ one tick late; the tick is a small fraction of the shortest limit seen (at most 
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 #: The sweeper checks this many times per shortest limit (bounded by _MIN/_MAX_TICK).
@@ -94,7 +93,7 @@ class Deadlines:
         del self._entries[id(entry)]
 
     def watch(self, limit: float) -> Watch | None:
-        """One time limit for a stream, re-armed for each chunk (see `Watch`); None when
+        """One time limit for a stream, on each chunk's making (see `Watch`); None when
         not inside a task (nothing to cancel)."""
         task = asyncio.current_task()
         if task is None:
@@ -102,10 +101,10 @@ class Deadlines:
         loop = task.get_loop()
         if loop is not self._loop:
             self._loop, self._timer = loop, None
-        entry = _Entry(task, math.inf)  # disarmed until the first chunk is awaited
-        self._entries[id(entry)] = entry
+        watch = Watch(self, task, loop.time() + limit, limit)  # the first chunk starts now
+        self._entries[id(watch)] = watch
         self._start(limit)
-        return Watch(self, entry, limit, loop)
+        return watch
 
     def _start(self, limit: float) -> None:
         """Make sure the sweeper runs, at least 20 times per shortest limit."""
@@ -125,7 +124,15 @@ class Deadlines:
             return  # idle: the next request starts the sweeper again
         now = self._loop.time()  # type: ignore[union-attr]
         for entry in list(entries.values()):
-            if not entry.expired and entry.deadline <= now:
+            if type(entry) is Watch and (entry.holding or entry.made != entry.seen):
+                # the stream moved since the last sweep: its next chunk's making began
+                # at most a tick ago, so its limit counts from a tick past now
+                if entry.expired:  # fired, but the chunk came (the cancel was swallowed)
+                    entry.expired = False
+                    entry.task.uncancel()
+                entry.seen = entry.made
+                entry.deadline = now + entry.limit + self._tick
+            elif not entry.expired and entry.deadline <= now:
                 entry.expired = True
                 entry.task.cancel()
         self._timer = self._loop.call_later(self._tick, self._sweep)  # type: ignore[union-attr]
@@ -136,54 +143,57 @@ class Deadlines:
         return len(self._entries)
 
 
-class Watch:
-    """A stream's time limit: registered once, armed only while a chunk is being made.
+class Watch(_Entry):
+    """A stream's time limit: one entry for the whole stream, on each chunk's making.
 
-    `Deadlines.run` per chunk registered and removed an entry for every chunk (~1.7 µs
-    each, most of what a streamed chunk costs beyond the bare server's write). A stream
-    arms its one entry before awaiting a chunk and disarms it after, so the time the
-    consumer spends writing the chunk never counts against the limit.
+    Arming a timer (or reading the clock) per chunk cost a streamed token more than its
+    write (bench/instructions.py --api tokens). The producer only counts each chunk made
+    and marks while its consumer holds one (two attribute writes); the sweeper, on its
+    tick, sees that the stream moved and moves its deadline on, and cancels the stream's
+    task once no chunk has come for `limit` seconds of making. The time the consumer
+    spends on a chunk (writing it to a slow client) never counts. A limit fires no
+    earlier than `limit` after the chunk's making began, and at most three ticks later.
 
         watch = deadlines.watch(limit)
         try:
-            watch.arm()
-            try:
-                chunk = await produce()
-            except asyncio.CancelledError:
-                watch.check()  # raises Expired when the cancel was the limit's
-                raise
-            finally:
-                watch.disarm()
+            async for chunk in gen:            # except CancelledError: watch.check()
+                watch.made += 1
+                watch.holding = True
+                yield chunk                    # the consumer's time
+                watch.holding = False
         finally:
             watch.close()
     """
 
-    __slots__ = ("_deadlines", "_entry", "_loop", "limit")
+    __slots__ = ("_deadlines", "holding", "limit", "made", "seen")
 
-    def __init__(self, deadlines: Deadlines, entry: _Entry, limit: float,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, deadlines: Deadlines, task: asyncio.Task[Any], deadline: float,
+                 limit: float) -> None:
+        super().__init__(task, deadline)
         self._deadlines = deadlines
-        self._entry = entry
-        self._loop = loop
         self.limit = limit
-
-    def arm(self) -> None:
-        self._entry.deadline = self._loop.time() + self.limit
-
-    def disarm(self) -> None:
-        entry = self._entry
-        entry.deadline = math.inf
-        if entry.expired:  # fired, but the chunk came (or the cancel was swallowed)
-            entry.expired = False
-            entry.task.uncancel()
+        #: Chunks made so far, and as many as the sweeper has seen.
+        self.made = 0
+        self.seen = 0
+        #: Whether the consumer holds a chunk (its time is not the stream's).
+        self.holding = False
 
     def check(self) -> None:
         """Inside `except CancelledError`: raise Expired if the limit caused it."""
-        entry = self._entry
-        if entry.expired:
-            entry.expired = False
-            if entry.task.uncancel() <= entry.cancelling:
+        if self.expired:
+            self.expired = False
+            if self.task.uncancel() <= self.cancelling:
                 raise Expired from None
 
     def close(self) -> None:
-        self._deadlines._entries.pop(id(self._entry), None)
+        self._deadlines._entries.pop(id(self), None)
+
+
+class Unwatched:
+    """What a stream with no time limit marks its chunks on (nothing reads it)."""
+
+    __slots__ = ("holding", "made")
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.holding = False

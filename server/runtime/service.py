@@ -30,8 +30,7 @@ from ..telemetry.tracing import Tracing
 from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
-from .deadlines import Deadlines, Expired
-from .eager import first_step
+from .deadlines import Deadlines, Expired, Unwatched
 from .handoff import Handoff
 
 log = logging.getLogger("tensorwire.runtime")
@@ -247,43 +246,37 @@ class ServiceRuntime:
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
         on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
-        # One time-limit entry for the whole stream, armed only while a chunk is made.
+        # One time-limit entry for the whole stream (`Deadlines.watch`): a chunk costs
+        # two attribute writes on it, read by the sweeper, and no clock, timer or
+        # awaitable of its own; the consumer's time with a chunk never counts.
         watch = self._deadlines.watch(limit) if limit is not None else None
+        mark = watch if watch is not None else Unwatched()
         gen = method(*args, **kw)
         job = None  # a sync generator's step in its thread
         try:
-            while True:
-                if api.is_async:
-                    # The generator's step now (runtime.eager): a chunk made without an
-                    # await needs no time limit armed and no awaitable awaited.
-                    try:
-                        made, step = first_step(gen.__anext__())
-                    except StopAsyncIteration:
-                        break
-                    if made:
-                        yield await self.to_host(api, step) if on_device else step
-                        continue
-                    produce = _until_done(step)
-                else:
+            if api.is_async:
+                async for chunk in gen:
+                    mark.made += 1
+                    mark.holding = True
+                    yield await self.to_host(api, chunk) if on_device else chunk
+                    mark.holding = False
+            else:
+                while True:
                     job = self.handoff.run(next, gen, _DONE)
-                    produce = job.future
-                if watch is None:
-                    chunk = await produce
-                else:
-                    watch.arm()
-                    try:
-                        chunk = await produce
-                    except asyncio.CancelledError:
-                        try:
-                            watch.check()
-                        except Expired:
-                            raise self.timed_out(limit, ctx) from None  # type: ignore[arg-type]
-                        raise
-                    finally:
-                        watch.disarm()
-                if chunk is _DONE:
-                    break
-                yield await self.to_host(api, chunk) if on_device else chunk
+                    chunk = await job.future
+                    if chunk is _DONE:
+                        break
+                    mark.made += 1
+                    mark.holding = True
+                    yield await self.to_host(api, chunk) if on_device else chunk
+                    mark.holding = False
+        except asyncio.CancelledError:
+            if watch is not None:
+                try:
+                    watch.check()
+                except Expired:
+                    raise self.timed_out(limit, ctx) from None  # type: ignore[arg-type]
+            raise
         finally:
             if watch is not None:
                 watch.close()
@@ -310,14 +303,6 @@ class ServiceRuntime:
         if not tensors:
             return value
         return await self.handoff.run(transfer.outputs_to_host, value, tensors).future
-
-
-async def _until_done(step: Awaitable[Any]) -> Any:
-    """The rest of an async generator's step, with its end read as `_DONE`."""
-    try:
-        return await step
-    except StopAsyncIteration:
-        return _DONE
 
 
 def _argument_layout(api: APISpec) -> Callable[[dict[str, Any], Context], tuple[tuple, dict]]:

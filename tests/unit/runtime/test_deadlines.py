@@ -107,15 +107,20 @@ async def test_a_shorter_limit_arriving_later_still_fires_on_time() -> None:
 
 async def _chunk(watch, seconds: float) -> str:
     """One chunk made under the watch, as ServiceRuntime.stream makes it."""
-    watch.arm()
     try:
         await asyncio.sleep(seconds)
-        return "chunk"
     except asyncio.CancelledError:
         watch.check()
         raise
-    finally:
-        watch.disarm()
+    watch.made += 1
+    return "chunk"
+
+
+async def _hold(watch, seconds: float) -> None:
+    """The consumer's time with a chunk (writing it to a slow client)."""
+    watch.holding = True
+    await asyncio.sleep(seconds)
+    watch.holding = False
 
 
 async def test_a_stream_watch_limits_each_chunk_not_the_gaps_between_them() -> None:
@@ -125,14 +130,40 @@ async def test_a_stream_watch_limits_each_chunk_not_the_gaps_between_them() -> N
         assert deadlines.pending == 1  # one entry for the whole stream
         for _ in range(3):
             assert await _chunk(watch, 0.02) == "chunk"
-            await asyncio.sleep(0.15)  # the consumer writing: longer than the limit
+            await _hold(watch, 0.15)  # the consumer writing: longer than the limit
+        for _ in range(10):  # chunks back to back: 0.5 s in all, each well in its limit
+            assert await _chunk(watch, 0.05) == "chunk"
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         with pytest.raises(Expired):
             await _chunk(watch, 5.0)
+        # never before the limit (three 5 ms ticks after it at most, on an idle loop)
+        assert 0.1 <= loop.time() - start < 0.5
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
-        assert await _chunk(watch, 0.01) == "chunk"  # re-armed cleanly afterwards
     finally:
         watch.close()
     assert deadlines.pending == 0
+
+
+async def test_a_chunk_that_comes_although_the_limit_fired_is_taken_back() -> None:
+    """A generator that swallows the limit's cancel and yields after all: the cancel is
+    taken back (the task's count restored) and the stream is watched as before."""
+    deadlines = Deadlines()
+    watch = deadlines.watch(0.05)
+    try:
+        try:
+            await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            pass  # swallowed, as a careless generator does
+        assert watch.expired
+        watch.made += 1
+        await asyncio.sleep(0.03)  # the next sweep sees the chunk
+        assert not watch.expired
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+        with pytest.raises(Expired):
+            await _chunk(watch, 5.0)
+    finally:
+        watch.close()
 
 
 async def test_a_cancel_from_elsewhere_during_a_chunk_stays_a_cancel() -> None:

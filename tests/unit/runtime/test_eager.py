@@ -4,7 +4,8 @@ the rest must behave exactly as awaiting the coroutine from the start would."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -105,9 +106,10 @@ def test_closing_the_rest_closes_the_method():
     assert closed == [True]
 
 
-def test_a_stream_made_without_awaits_arms_no_limit_and_one_that_waits_is_bounded():
-    """`ServiceRuntime.stream` takes each async generator step at once: a chunk made
-    without an await arms nothing; a step that waits past the limit still fails."""
+def test_a_stream_is_bounded_per_chunk_made_and_never_for_its_consumer_s_time():
+    """`ServiceRuntime.stream` under a 0.2 s limit: chunks made at once or after a short
+    wait pass, a consumer slower than the limit is never cut, a chunk whose making
+    waits past the limit fails the stream, and nothing stays registered."""
     import tensorwire
     from tensorwire.errors import DeadlineExceeded
     from tensorwire.runtime.service import ServiceRuntime
@@ -127,41 +129,38 @@ def test_a_stream_made_without_awaits_arms_no_limit_and_one_that_waits_is_bounde
             yield 1
             raise ValueError("after the chunks")
 
+        @tensorwire.api
+        def waits(self, pause: float) -> Iterator[int]:
+            yield 0
+            time.sleep(pause)
+            yield 1
+
     async def scenario() -> None:
         runtime = ServiceRuntime(tensorwire.get_service_spec(Streams),
                                  Settings(request_timeout=0.2))
         await runtime.start()
         try:
-            armed: list[float] = []
-            watch = runtime.deadlines.watch
-
-            class Counted:  # the stream's Watch, counting how often it is armed
-                def __init__(self, inner) -> None:
-                    self.inner = inner
-
-                def arm(self) -> None:
-                    armed.append(self.inner.limit)
-                    self.inner.arm()
-
-                def __getattr__(self, name: str):
-                    return getattr(self.inner, name)
-
-            def counting(limit: float):
-                return Counted(watch(limit))
-
-            runtime.deadlines.watch = counting  # type: ignore[method-assign]
             spec = runtime.spec.apis
             assert [c async for c in runtime.stream(spec["quick"], {"n": 5}, None)] == [
                 0, 1, 2, 3, 4]
-            assert armed == []
+            slow: list[int] = []
+            async for c in runtime.stream(spec["quick"], {"n": 3}, None):
+                slow.append(c)
+                await asyncio.sleep(0.3)  # the consumer's time: past the limit each chunk
+            assert slow == [0, 1, 2]
             got: list[int] = []
             with pytest.raises(ValueError, match="after the chunks"):
                 async for c in runtime.stream(spec["mixed"], {"pause": 0.01}, None):
                     got.append(c)
-            assert got == [0, 1] and armed == [0.2]
+            assert got == [0, 1]
             got.clear()
             with pytest.raises(DeadlineExceeded):
                 async for c in runtime.stream(spec["mixed"], {"pause": 2.0}, None):
+                    got.append(c)
+            assert got == [0]
+            got.clear()
+            with pytest.raises(DeadlineExceeded):  # a def generator's step in its thread
+                async for c in runtime.stream(spec["waits"], {"pause": 1.0}, None):
                     got.append(c)
             assert got == [0]
             assert runtime.deadlines.pending == 0
