@@ -14,6 +14,9 @@ this closure holds only what the API needs, decided once:
   one deadline sweeper (`runtime.eager`, `Deadlines.run`);
 - the output written straight to JSON bytes (`HttpFacet.json_encoder`).
 
+A streaming API with a JSON body gets one too (`compile_stream_handler`): the same
+inline admission around `HttpEndpoint.stream`, with no Context.
+
 A request the closure does not cover (another content type, a compressed or unsized
 body, a refusal while draining or over the concurrency limit) goes to the general
 handler, which answers it exactly as before: behaviour is the same, only the cost differs.
@@ -40,11 +43,13 @@ _JSON_HEADERS = (("Content-Type", "application/json"),)
 
 def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
     """The compiled handler of `endpoint`'s API, or None when its API needs the general
-    one (a root input, files, a stream, a Context parameter, tracing, tensor outputs)."""
+    one (a root input, files, a Context parameter, tracing, tensor outputs)."""
     api = endpoint.api
     runtime = endpoint.runtime
-    if api.is_root or api.has_files or api.output.stream:
+    if api.is_root or api.has_files:
         return None
+    if api.output.stream:
+        return compile_stream_handler(endpoint)
     encode = api.output.codec.http.json_encoder()
     call = runtime.direct(api)
     if encode is None or call is None:
@@ -90,16 +95,71 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            info = request_info(request)
+            info = _request_info(name, request)
             resp = failure(exc, request, info.id)
             status, sent = str(resp.status), resp.body_length or resp.content_length or 0
             return resp
         finally:
             leave(series, start, "http", name, status, received, sent,
-                  info if info is not None else lambda: request_info(request))
-
-    def request_info(request: web.Request) -> RequestInfo:
-        return RequestInfo("http", name, Headers(request.headers), lambda: request.remote)
+                  info if info is not None else lambda: _request_info(name, request))
 
     return handle
+
+
+def compile_stream_handler(endpoint: HttpEndpoint) -> Handler | None:
+    """The compiled handler of a streaming API (None when it needs a Context or tracing).
+
+    The general handler made a `Context` with its lock and temp dirs, a `Ticket` and a
+    `RequestInfo` per stream: 90k instructions a stream against bare aiohttp's, when a
+    chunk costs 4k (bench/instructions.py --api tokens). This one admits inline as the
+    unary handler does and hands the chunks to `HttpEndpoint.stream`, which frames and
+    writes them exactly as for the general handler (first-chunk errors as a status,
+    later ones as an error event).
+    """
+    api = endpoint.api
+    runtime = endpoint.runtime
+    if api.context_param is not None or runtime.tracing is not None or not runtime.ready:
+        return None
+    admission = runtime.admission
+    general = endpoint.handle
+    plain_json_length = endpoint.plain_json_length
+    failure = endpoint.failure
+    decode = endpoint.decoder.decode_json
+    stream = endpoint.stream
+    series = admission.series("http", api.name)
+    enter, leave = admission.enter, admission.leave
+    limit = admission.limit
+    name = api.name
+
+    async def handle_stream(request: web.Request) -> web.StreamResponse:
+        received = plain_json_length(request)
+        if (received < 0 or admission.draining or (limit and admission.in_flight >= limit)
+                or not runtime.ready):
+            return await general(request)
+        start = enter(series)
+        info: RequestInfo | None = None
+        resp: web.StreamResponse | None = None
+        try:
+            resp = await stream(request, decode(await request.read()), None)
+            return resp
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            info = _request_info(name, request)
+            resp = failure(exc, request, info.id)
+            return resp
+        finally:
+            if resp is None:  # cancelled: the client went away
+                status, sent = "499", 0
+            else:
+                status, sent = str(resp.status), resp.body_length or resp.content_length or 0
+            leave(series, start, "http", name, status, received, sent,
+                  info if info is not None else lambda: _request_info(name, request))
+
+    return handle_stream
+
+
+def _request_info(name: str, request: web.Request) -> RequestInfo:
+    """A compiled request's RequestInfo, made only for an error or an access line."""
+    return RequestInfo("http", name, Headers(request.headers), lambda: request.remote)
 

@@ -285,10 +285,12 @@ class HttpEndpoint:
         await resp.write_eof()
         return resp
 
-    async def stream(self, request: web.Request, kwargs: dict[str, Any], ctx: Context
-                     ) -> web.StreamResponse:
+    async def stream(self, request: web.Request, kwargs: dict[str, Any],
+                     ctx: Context | None) -> web.StreamResponse:
         """One frame per chunk (server-sent events, or what the client reads: see
-        streams), written as soon as the method yields it."""
+        streams), written as soon as the method yields it. `ctx` is None for a method
+        that declares no Context (the compiled handler's call): status 200, no headers
+        of the method's own."""
         chunks = self.runtime.stream(self.api, kwargs, ctx)
         encode = self._encode_chunk
         framing = framing_for(request.headers, self.output.output_media)
@@ -299,8 +301,11 @@ class HttpEndpoint:
         except BaseException:
             await chunks.aclose()
             raise
-        resp = web.StreamResponse(status=ctx.response.status_code,
-                                  headers={**framing.headers, **ctx.response.headers})
+        if ctx is None:
+            resp = web.StreamResponse(headers=framing.headers)
+        else:
+            resp = web.StreamResponse(status=ctx.response.status_code,
+                                      headers={**framing.headers, **ctx.response.headers})
         try:
             await resp.prepare(request)
             if first is not _END:
@@ -309,7 +314,8 @@ class HttpEndpoint:
                     await resp.write(frame(encode(chunk)))
         except ConnectionResetError:
             log.info("client left %s mid-stream", request.path)
-            ctx.cancel()
+            if ctx is not None:
+                ctx.cancel()
             return resp
         except Exception as exc:
             err = exc if isinstance(exc, TensorwireError) else InternalError()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -66,6 +66,22 @@ class Compiled:
         for i in range(n):
             yield i
 
+    @tensorwire.api
+    async def stream_fails(self, after: int) -> AsyncIterator[str]:
+        for i in range(after):
+            yield f"line {i}"
+        raise RuntimeError("a bug, mid-stream or before the first chunk")
+
+    @tensorwire.api
+    def stream_def(self, n: int) -> Iterator[int]:
+        yield from range(n)
+
+    @tensorwire.api
+    async def stream_context(self, ctx: tensorwire.Context, n: int) -> AsyncIterator[int]:
+        ctx.response.headers["X-Seen"] = ctx.request.api
+        for i in range(n):
+            yield i
+
 
 async def _runtime(**options: Any) -> ServiceRuntime:
     settings = Settings(**{"request_timeout": 0.3, "access_log": True, **options})
@@ -101,14 +117,14 @@ async def client(runtime: ServiceRuntime) -> AsyncIterator[TestClient]:
 
 
 async def test_plain_json_apis_get_a_compiled_handler(runtime: ServiceRuntime) -> None:
-    for name in ("add", "norm", "slow", "slow_def", "broken"):
+    for name in ("add", "norm", "slow", "slow_def", "broken", "stream", "stream_def"):
         endpoint = _endpoint(runtime, name)
         assert endpoint.handler != endpoint.handle, name
 
 
 async def test_apis_that_need_more_keep_the_general_handler(
         runtime: ServiceRuntime) -> None:
-    for name in ("with_context", "stream"):
+    for name in ("with_context", "stream_context"):
         endpoint = _endpoint(runtime, name)
         assert endpoint.handler == endpoint.handle, name
 
@@ -137,6 +153,12 @@ CASES = [
     ("slow_def", {"seconds": 2.0}, 504),   # a def too
     ("broken", {"a": 1}, 500),             # without the traceback
     ("broken_later", {"a": 1}, 500),       # failing after a suspension
+    ("stream", {"n": 3}, 200),             # server-sent events
+    ("stream", {"n": 0}, 200),             # no event at all
+    ("stream", {"n": "x"}, 400),
+    ("stream_def", {"n": 3}, 200),         # a def generator, stepped in the pool
+    ("stream_fails", {"after": 0}, 500),   # before the first chunk: a status
+    ("stream_fails", {"after": 2}, 200),   # after it: an error event
 ]
 
 
@@ -161,10 +183,40 @@ async def test_the_compiled_handler_answers_as_the_general_one(
     answers = []
     for path in (f"/compiled/{api}", f"/general/{api}"):
         resp = await _post(client, path, body)
+        data = await resp.read()
         answers.append((resp.status, resp.headers["Content-Type"],
-                        _without_id(await resp.read())))
+                        data if resp.content_type == "text/event-stream"
+                        else _without_id(data)))
     assert answers[0] == answers[1]
     assert answers[0][0] == status, answers[0]
+
+
+async def test_a_compiled_stream_frames_for_its_client_as_the_general_one(
+        client: TestClient) -> None:
+    """BentoML's client reads raw chunks, every other client events (streams.py)."""
+    for agent, media in (("BentoML HTTP Client/1.4", "application/json"),
+                         ("curl/8", "text/event-stream")):
+        answers = []
+        for path in ("/compiled/stream", "/general/stream"):
+            resp = await _post(client, path, b'{"n": 2}', **{"User-Agent": agent})
+            answers.append((resp.status, resp.content_type, await resp.read()))
+        assert answers[0] == answers[1]
+        assert answers[0][:2] == (200, media), answers[0]
+
+
+async def test_a_compiled_stream_is_counted_and_logged(
+        client: TestClient, runtime: ServiceRuntime,
+        caplog: pytest.LogCaptureFixture) -> None:
+    flush()
+    ok = _count("stream", "200")
+    with caplog.at_level(logging.INFO, logger="tensorwire.access"):
+        resp = await _post(client, "/compiled/stream", b'{"n": 2}',
+                           **{"X-Request-ID": "stream-1"})
+        assert resp.status == 200 and (await resp.read()).count(b"data: ") == 2
+    runtime.admission.flush()
+    assert _count("stream", "200") == ok + 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "tensorwire.access"]
+    assert len(lines) == 1 and "stream-1" in lines[0] and "200" in lines[0], lines
 
 
 async def test_only_a_method_that_suspends_goes_under_the_time_limit(
