@@ -291,15 +291,20 @@ class HttpEndpoint:
         streams), written as soon as the method yields it. `ctx` is None for a method
         that declares no Context (the compiled handler's call): status 200, no headers
         of the method's own."""
-        chunks = self.runtime.stream(self.api, kwargs, ctx)
+        stream = self.runtime.open_stream(self.api, kwargs, ctx)
+        chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         encode = self._encode_chunk
         framing = framing_for(request.headers, self.output.output_media)
         frame = framing.item
         try:
             # Failures before the first chunk still get a proper status code.
-            first = await anext(chunks, _END)
+            try:
+                first = await anext(chunks, _END)
+            except asyncio.CancelledError:
+                stream.check()  # DeadlineExceeded when the time limit fired
+                raise
         except BaseException:
-            await chunks.aclose()
+            await stream.aclose()
             raise
         if ctx is None:
             resp = web.StreamResponse(headers=framing.headers)
@@ -309,9 +314,19 @@ class HttpEndpoint:
         try:
             await resp.prepare(request)
             if first is not _END:
+                mark.made += 1
+                mark.holding = True
                 await resp.write(frame(encode(first)))
-                async for chunk in chunks:
-                    await resp.write(frame(encode(chunk)))
+                mark.holding = False
+                try:
+                    async for chunk in chunks:
+                        mark.made += 1
+                        mark.holding = True  # the write's time is not the method's
+                        await resp.write(frame(encode(chunk)))
+                        mark.holding = False
+                except asyncio.CancelledError:
+                    stream.check()
+                    raise
         except ConnectionResetError:
             log.info("client left %s mid-stream", request.path)
             if ctx is not None:
@@ -332,7 +347,7 @@ class HttpEndpoint:
             except ConnectionResetError:
                 return resp
         finally:
-            await chunks.aclose()
+            await stream.aclose()
         await resp.write_eof()
         return resp
 

@@ -30,8 +30,9 @@ from ..telemetry.tracing import Tracing
 from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
-from .deadlines import Deadlines, Expired, Unwatched
+from .deadlines import Deadlines, Expired
 from .handoff import Handoff
+from .streams import Stream
 
 log = logging.getLogger("tensorwire.runtime")
 _DONE = object()
@@ -235,9 +236,9 @@ class ServiceRuntime:
             return result
         return await self.to_host(api, result)
 
-    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
-                     ) -> AsyncIterator[Any]:
-        """Run a generator API, yielding each chunk as soon as it is produced.
+    def open_stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
+                    ) -> Stream:
+        """Start a generator API's call, for a transport to iterate (see `streams`).
 
         The time limit applies to each chunk's production, not to the whole stream: a
         long generation that keeps producing is never cut. `ctx` is None only for an API
@@ -245,50 +246,61 @@ class ServiceRuntime:
         """
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
-        on_device = api.output.codec.has_tensors  # else no per-chunk to_host coroutine
         # One time-limit entry for the whole stream (`Deadlines.watch`): a chunk costs
         # two attribute writes on it, read by the sweeper, and no clock, timer or
-        # awaitable of its own; the consumer's time with a chunk never counts.
+        # awaitable of its own; the transport's time with a chunk never counts.
         watch = self._deadlines.watch(limit) if limit is not None else None
-        mark = watch if watch is not None else Unwatched()
         gen = method(*args, **kw)
-        job = None  # a sync generator's step in its thread
+        if not api.is_async:
+            chunks = self._steps_in_pool(api, gen)
+        elif api.output.codec.has_tensors:
+            chunks = self._on_host(api, gen)
+        else:
+            chunks = gen  # the method's own generator: no layer between it and the write
+        return Stream(chunks, gen, watch,
+                      lambda: self.timed_out(limit, ctx),  # type: ignore[arg-type]
+                      ctx)
+
+    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
+                     ) -> AsyncIterator[Any]:
+        """`open_stream` as an async generator, for a transport that passes the chunks
+        on by yielding them (grpc.aio)."""
+        stream = self.open_stream(api, kwargs, ctx)
+        mark = stream.mark
         try:
-            if api.is_async:
-                async for chunk in gen:
-                    mark.made += 1
-                    mark.holding = True
-                    yield await self.to_host(api, chunk) if on_device else chunk
-                    mark.holding = False
-            else:
-                while True:
-                    job = self.handoff.run(next, gen, _DONE)
-                    chunk = await job.future
-                    if chunk is _DONE:
-                        break
-                    mark.made += 1
-                    mark.holding = True
-                    yield await self.to_host(api, chunk) if on_device else chunk
-                    mark.holding = False
+            async for chunk in stream.chunks:
+                mark.made += 1
+                mark.holding = True
+                yield chunk
+                mark.holding = False
         except asyncio.CancelledError:
-            if watch is not None:
-                try:
-                    watch.check()
-                except Expired:
-                    raise self.timed_out(limit, ctx) from None  # type: ignore[arg-type]
+            stream.check()
             raise
         finally:
-            if watch is not None:
-                watch.close()
-            if ctx is not None:  # a sync generator still stepping may poll it and stop
-                ctx.cancel()
+            await stream.aclose()
+
+    async def _steps_in_pool(self, api: APISpec, gen: Any) -> AsyncIterator[Any]:
+        """A `def` generator's chunks, each `next()` in the pool; closed in the pool too,
+        only once a step still running has returned."""
+        on_device = api.output.codec.has_tensors
+        job = None
+        try:
+            while True:
+                job = self.handoff.run(next, gen, _DONE)
+                chunk = await job.future
+                if chunk is _DONE:
+                    return
+                yield await self.to_host(api, chunk) if on_device else chunk
+        finally:
             with contextlib.suppress(Exception):
-                if api.is_async:
-                    await gen.aclose()
-                else:
-                    if job is not None:  # a step still running: close only after it
-                        await self.handoff.finished(job)
-                    await self.handoff.run(gen.close).future
+                if job is not None:
+                    await self.handoff.finished(job)
+                await self.handoff.run(gen.close).future
+
+    async def _on_host(self, api: APISpec, gen: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """An async generator's chunks with their device tensors copied to the host."""
+        async for chunk in gen:
+            yield await self.to_host(api, chunk)
 
     async def to_host(self, api: APISpec, value: Any) -> Any:
         """Move every device tensor of an output to the host in one batched transfer.

@@ -77,6 +77,13 @@ class Compiled:
         yield from range(n)
 
     @tensorwire.api
+    async def stream_stalls(self, after: int) -> AsyncIterator[int]:
+        for i in range(after):
+            yield i
+        await asyncio.sleep(5)  # past request_timeout (0.3 s): the chunk never comes
+        yield after
+
+    @tensorwire.api
     async def stream_context(self, ctx: tensorwire.Context, n: int) -> AsyncIterator[int]:
         ctx.response.headers["X-Seen"] = ctx.request.api
         for i in range(n):
@@ -159,6 +166,8 @@ CASES = [
     ("stream_def", {"n": 3}, 200),         # a def generator, stepped in the pool
     ("stream_fails", {"after": 0}, 500),   # before the first chunk: a status
     ("stream_fails", {"after": 2}, 200),   # after it: an error event
+    ("stream_stalls", {"after": 0}, 504),  # the first chunk past the time limit
+    ("stream_stalls", {"after": 2}, 200),  # a later one: a 504 error event
 ]
 
 
@@ -310,3 +319,13 @@ async def test_a_chunked_body_takes_the_general_path(client: TestClient) -> None
     resp = await _post(client, "/compiled/add", chunks())
     assert resp.status == 200
     assert await resp.json() == 42
+
+
+async def test_a_stream_chunk_past_the_time_limit_ends_in_a_504_event(
+        client: TestClient) -> None:
+    resp = await _post(client, "/compiled/stream_stalls", b'{"after": 2}')
+    events = (await resp.read()).decode().split("\n\n")
+    assert resp.status == 200
+    assert events[:2] == ["data: 0", "data: 1"]
+    assert events[2].startswith("event: error\ndata: ")
+    assert orjson.loads(events[2].split("data: ", 1)[1])["status"] == 504
