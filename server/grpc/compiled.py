@@ -92,7 +92,7 @@ def compile_unary(endpoint: GrpcEndpoint) -> Unary | None:
     if call is None:
         return None
     decode_request, request_info = _request_decoder(endpoint), _request_info(endpoint)
-    encode = endpoint.messages.response_bytes
+    encode = endpoint.messages.response_encoder()
     admission = runtime.admission
     general = endpoint.unary
     series = admission.series("grpc", api.name)
@@ -152,8 +152,9 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
 
     A stream's per-call bookkeeping (a Context, a Ticket, admission in a coroutine of its
     own) is what made a new stream wait behind the ones in flight once the loop was
-    saturated (bench/README.md: time to first chunk at 64 streams); the chunks themselves
-    go through `ServiceRuntime.stream` as before (per-chunk time limit, device copies).
+    saturated (bench/README.md: time to first chunk at 64 streams). The chunks come
+    straight from the method's generator (`ServiceRuntime.open_stream`: per-chunk time
+    limit, device copies), with no async generator layer between it and grpc.aio.
     """
     api = endpoint.api
     runtime = endpoint.runtime
@@ -161,13 +162,13 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
             or endpoint.tracing is not None):
         return None
     decode_request, request_info = _request_decoder(endpoint), _request_info(endpoint)
-    encode = endpoint.messages.response_bytes
+    encode = endpoint.messages.response_encoder()
     admission = runtime.admission
     general = endpoint.stream
     series = admission.series("grpc", api.name)
     enter, leave = admission.enter, admission.leave
     limit = admission.limit
-    produce = runtime.stream
+    open_stream = runtime.open_stream
     failed, abort = endpoint.failed, endpoint.abort
     name = api.name
 
@@ -179,13 +180,22 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
         start = enter(series)
         info: RequestInfo | None = None
         code, sent = "OK", 0
-        chunks = None
+        run = None
         try:
-            chunks = produce(api, decode_request(data), None)
-            async for chunk in chunks:
-                out = encode(chunk)
-                sent += len(out)
-                yield out
+            # the loop of runtime.streams inline: the method's generator, no layer between
+            run = open_stream(api, decode_request(data), None)
+            mark = run.mark
+            try:
+                async for chunk in run.chunks:
+                    mark.made += 1
+                    mark.holding = True  # grpc.aio's time with the message is not the method's
+                    out = encode(chunk)
+                    sent += len(out)
+                    yield out
+                    mark.holding = False
+            except asyncio.CancelledError:
+                run.check()  # DeadlineExceeded when the time limit fired
+                raise
         except asyncio.CancelledError:
             code = "CANCELLED"
             raise
@@ -198,8 +208,8 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
             code = err.grpc_code
             await abort(context, err, info.id)
         finally:
-            if chunks is not None:
-                await chunks.aclose()
+            if run is not None:
+                await run.aclose()
             leave(series, start, "grpc", name, code, len(data), sent,
                   info if info is not None else lambda: request_info(context))
 

@@ -9,10 +9,12 @@ messages. Values are read and written by each field's codec (its `proto` facet).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..codecs import MISSING, REPLY, Codec, Scope
 from ..codecs.models import ModelCodec
+from ..codecs.proto_facet import ProtoFacet
 from ..contract.descriptor import APISpec
 from ..wire.field_error import FieldError, invalid_argument
 from . import framing
@@ -99,6 +101,25 @@ class APIMessages:
         else:
             values = [("result", self.api.output.codec, value)]
         return _serialize(self.response_cls(), values, self._response_split)
+
+    def response_encoder(self) -> Callable[[Any], bytes]:
+        """`response_bytes` with this API's facts bound, for a handler that calls it per
+        message (a streamed token): a singular scalar result (str, int, float, bool,
+        bytes) is one constructor call; every other output is `response_bytes`."""
+        codec = self.api.output.codec
+        proto = codec.proto
+        if (self._model_output or self._response_split or proto.element_is_message
+                or type(proto).write_field is not ProtoFacet.write_field):
+            return self.response_bytes
+        cls, output_value, to_proto = self.response_cls, codec.output_value, proto.to_proto
+
+        def encode(value: Any) -> bytes:
+            value = output_value(value)  # what HTTP writes too: checked
+            if value is None:
+                return cls().SerializeToString()
+            return cls(result=to_proto(value)).SerializeToString()
+
+        return encode
 
     # client side
     def request(self, values: dict[str, Any]) -> Any:

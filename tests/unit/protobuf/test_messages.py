@@ -1,0 +1,112 @@
+"""`APIMessages.response_encoder`: the bound per-message encoder writes exactly what
+`response_bytes` writes, and refuses what it refuses."""
+
+from __future__ import annotations
+
+import enum
+import math
+import typing as t
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+import tensorwire
+from tensorwire.errors import TensorwireError
+from tensorwire.protobuf.descriptors import service_proto
+
+
+class Mood(enum.Enum):
+    HAPPY = "happy"
+    SAD = "sad"
+
+
+class Pair(BaseModel):
+    a: int
+    b: str = "x"
+
+
+@tensorwire.service
+class Outputs:
+    @tensorwire.api
+    def text(self) -> str:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def count(self) -> int:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def score(self) -> float:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def flag(self) -> bool:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def blob(self) -> bytes:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def maybe(self) -> int | None:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def choice(self) -> t.Literal["a", "b"]:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def mood(self) -> Mood:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def values(self) -> list[float]:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def pair(self) -> Pair:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def tensor(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def tokens(self) -> t.Iterator[str]:
+        yield "never called"
+
+
+MESSAGES = service_proto(tensorwire.get_service_spec(Outputs)).messages
+
+
+@pytest.mark.parametrize(("api", "value"), [
+    ("text", "tok "), ("text", ""), ("tokens", "héllo"),
+    ("count", 7), ("count", 0), ("score", 0.25), ("flag", True), ("flag", False),
+    ("blob", b"\x00\x01"), ("maybe", None), ("maybe", 3), ("choice", "b"),
+    ("mood", Mood.SAD), ("values", [1.0, 2.5]), ("pair", Pair(a=1)),
+    ("pair", {"a": 2, "b": "y"}), ("tensor", np.arange(3, dtype=np.float32)),
+])
+def test_the_bound_encoder_writes_what_response_bytes_writes(api: str, value: t.Any) -> None:
+    messages = MESSAGES[api]
+    assert messages.response_encoder()(value) == messages.response_bytes(value)
+
+
+def test_scalar_results_take_the_bound_path() -> None:
+    for api in ("text", "count", "score", "flag", "blob", "tokens"):
+        messages = MESSAGES[api]
+        assert messages.response_encoder() != messages.response_bytes, api
+
+
+@pytest.mark.parametrize(("api", "value"), [
+    ("score", math.nan),   # NaN only where the contract opts in
+    ("choice", "c"),       # not one of the Literal's values
+    ("count", "seven"),    # not an int at all
+])
+def test_the_bound_encoder_refuses_what_response_bytes_refuses(api: str, value: t.Any
+                                                                ) -> None:
+    messages = MESSAGES[api]
+    with pytest.raises((TensorwireError, ValueError)) as general:
+        messages.response_bytes(value)
+    with pytest.raises(general.type):
+        messages.response_encoder()(value)
