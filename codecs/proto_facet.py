@@ -131,6 +131,12 @@ class ProtoFacet:
         """The proto scalar for one value (scalar and enum elements)."""
         return value
 
+    def verbatim_type(self) -> type | None:
+        """A type whose instances, as an output, are written to the field as they are
+        (no check, no conversion), for a per-message encoder to skip both; None when
+        every value goes through `output_value` and `to_proto`."""
+        return None
+
     def fill(self, value: Any, msg: Any) -> None:
         """Write one value into a message element (message elements)."""
         raise NotImplementedError(f"{self.codec!r} is not a message")

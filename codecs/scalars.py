@@ -44,6 +44,16 @@ class ScalarProto(ProtoFacet):
     def to_proto(self, value: Any) -> Any:
         return self.base(value)
 
+    def verbatim_type(self) -> type | None:
+        # base(value) is value itself for an instance of exactly `base`; output_value
+        # passes it when the codec checks no output or `base` is what it accepts as is
+        codec = self.codec
+        if (type(self).to_proto is not ScalarProto.to_proto
+                or type(codec).output_value is not Codec.output_value
+                or (codec.validates_output and not isinstance(self.base(), codec.output_types))):
+            return None
+        return self.base
+
 
 class DoubleProto(ScalarProto):
     """A `double`: NaN and infinity only where the contract opts in (codecs.finite)."""

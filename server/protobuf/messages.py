@@ -119,7 +119,16 @@ class APIMessages:
                 return cls().SerializeToString()
             return cls(result=to_proto(value)).SerializeToString()
 
-        return encode
+        verbatim = proto.verbatim_type()
+        if verbatim is None:
+            return encode
+
+        def encode_verbatim(value: Any) -> bytes:
+            if type(value) is verbatim:  # a token stream's str: written as it is
+                return cls(result=value).SerializeToString()
+            return encode(value)
+
+        return encode_verbatim
 
     # client side
     def request(self, values: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ import typing as t
 
 import numpy as np
 import pytest
+from annotated_types import Ge
 from pydantic import BaseModel
 
 import tensorwire
@@ -49,6 +50,10 @@ class Outputs:
         raise NotImplementedError
 
     @tensorwire.api
+    def positive(self) -> t.Annotated[int, Ge(0)]:
+        raise NotImplementedError
+
+    @tensorwire.api
     def maybe(self) -> int | None:
         raise NotImplementedError
 
@@ -82,7 +87,8 @@ MESSAGES = service_proto(tensorwire.get_service_spec(Outputs)).messages
 
 @pytest.mark.parametrize(("api", "value"), [
     ("text", "tok "), ("text", ""), ("tokens", "héllo"),
-    ("count", 7), ("count", 0), ("score", 0.25), ("flag", True), ("flag", False),
+    ("count", 7), ("count", 0), ("positive", 5), ("flag", 1),
+    ("score", 0.25), ("flag", True), ("flag", False),
     ("blob", b"\x00\x01"), ("maybe", None), ("maybe", 3), ("choice", "b"),
     ("mood", Mood.SAD), ("values", [1.0, 2.5]), ("pair", Pair(a=1)),
     ("pair", {"a": 2, "b": "y"}), ("tensor", np.arange(3, dtype=np.float32)),
@@ -96,6 +102,15 @@ def test_scalar_results_take_the_bound_path() -> None:
     for api in ("text", "count", "score", "flag", "blob", "tokens"):
         messages = MESSAGES[api]
         assert messages.response_encoder() != messages.response_bytes, api
+
+
+def test_only_a_value_of_exactly_the_field_s_type_is_written_as_it_is() -> None:
+    """str, int, bool, bytes skip the output check; a float goes through the finite
+    check, a Literal through its validation."""
+    verbatim = {api: MESSAGES[api].api.output.codec.proto.verbatim_type()
+                for api in ("text", "count", "flag", "blob", "score", "choice")}
+    assert verbatim == {"text": str, "count": int, "flag": bool, "blob": bytes,
+                        "score": None, "choice": None}
 
 
 @pytest.mark.parametrize(("api", "value"), [
