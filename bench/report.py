@@ -294,6 +294,16 @@ def main() -> int:
         page.append(md_table(["server", "instructions/request"],
                              [[k, v["per_request"]] for k, v in counted["summary"].items()]))
         page += ["", f"tensorwire / bare: {counted['ratio']:.3f}", ""]
+    streams = load("instructions_tokens")
+    if streams:
+        page += ["## Instructions per streamed chunk of the running server", "",
+                 "`bench/instructions.py --api tokens --requests 400` — user-space "
+                 "instructions per server-sent-event stream of 64 short chunks under "
+                 "callgrind.", ""]
+        page.append(md_table(["server", "instructions/stream", "instructions/chunk"],
+                             [[k, v["per_request"], v["per_chunk"]]
+                              for k, v in streams["summary"].items()]))
+        page += ["", f"tensorwire / bare: {streams['ratio']:.3f}", ""]
     PAGE.write_text("\n".join(page))
     print(f"wrote {PAGE.relative_to(ROOT)}" + (f" and {PLOT.relative_to(ROOT)}"
                                                  if PLOT.exists() else ""))
