@@ -56,12 +56,11 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
         return None
     admission = runtime.admission
     general = endpoint.handle
-    plain_json_length = endpoint.plain_json_length
+    taken = _taken(endpoint)
     failure = endpoint.failure
     decode = endpoint.decoder.decode_json
     series = admission.series("http", api.name)
     enter, leave = admission.enter, admission.leave
-    limit = admission.limit
     timeout = admission.timeout
     deadlines = runtime.deadlines
     timed_out = runtime.timed_out
@@ -69,9 +68,8 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
     eager = api.is_async and not api.batchable  # `call` gives the method's coroutine
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        received = plain_json_length(request)
-        if (received < 0 or admission.draining or (limit and admission.in_flight >= limit)
-                or not runtime.ready):
+        received = taken(request)
+        if received < 0:
             return await general(request)
         start = enter(series)
         info: RequestInfo | None = None
@@ -122,19 +120,17 @@ def compile_stream_handler(endpoint: HttpEndpoint) -> Handler | None:
         return None
     admission = runtime.admission
     general = endpoint.handle
-    plain_json_length = endpoint.plain_json_length
+    taken = _taken(endpoint)
     failure = endpoint.failure
     decode = endpoint.decoder.decode_json
     stream = endpoint.stream
     series = admission.series("http", api.name)
     enter, leave = admission.enter, admission.leave
-    limit = admission.limit
     name = api.name
 
     async def handle_stream(request: web.Request) -> web.StreamResponse:
-        received = plain_json_length(request)
-        if (received < 0 or admission.draining or (limit and admission.in_flight >= limit)
-                or not runtime.ready):
+        received = taken(request)
+        if received < 0:
             return await general(request)
         start = enter(series)
         info: RequestInfo | None = None
@@ -157,6 +153,25 @@ def compile_stream_handler(endpoint: HttpEndpoint) -> Handler | None:
                   info if info is not None else lambda: _request_info(name, request))
 
     return handle_stream
+
+
+def _taken(endpoint: HttpEndpoint) -> Callable[[web.Request], int]:
+    """What a compiled handler takes: the request's body length when it is a plain JSON
+    body and nothing refuses it now, else -1 (the general handler answers it, refusals
+    included: draining, the concurrency limit, a runtime not ready)."""
+    plain_json_length = endpoint.plain_json_length
+    runtime = endpoint.runtime
+    admission = runtime.admission
+    limit = admission.limit
+
+    def taken(request: web.Request) -> int:
+        received = plain_json_length(request)
+        if (received < 0 or admission.draining or (limit and admission.in_flight >= limit)
+                or not runtime.ready):
+            return -1
+        return received
+
+    return taken
 
 
 def _request_info(name: str, request: web.Request) -> RequestInfo:
