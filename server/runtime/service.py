@@ -246,11 +246,11 @@ class ServiceRuntime:
         """
         method, args, kw = self._prepare(api, kwargs, ctx)
         limit = self.admission.timeout
+        gen = method(*args, **kw)  # before the limit is registered: it may raise
         # One time-limit entry for the whole stream (`Deadlines.watch`): a chunk costs
         # two attribute writes on it, read by the sweeper, and no clock, timer or
         # awaitable of its own; the transport's time with a chunk never counts.
         watch = self._deadlines.watch(limit) if limit is not None else None
-        gen = method(*args, **kw)
         if not api.is_async:
             chunks = self._steps_in_pool(api, gen)
         elif api.output.codec.has_tensors:
