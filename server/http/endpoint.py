@@ -291,11 +291,11 @@ class HttpEndpoint:
         streams), written as soon as the method yields it. `ctx` is None for a method
         that declares no Context (the compiled handler's call): status 200, no headers
         of the method's own."""
-        stream = self.runtime.open_stream(self.api, kwargs, ctx)
-        chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         encode = self._encode_chunk
         framing = framing_for(request.headers, self.output.output_media)
         frame = framing.item
+        stream = self.runtime.open_stream(self.api, kwargs, ctx)
+        chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         try:
             # Failures before the first chunk still get a proper status code.
             try:
