@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.dockerfile import parse
 from tests.support.ops_http import post
-from tests.support.servers import ROOT, free_port, wait_ready
+from tests.support.servers import ROOT, free_ports, wait_ready
 
 pytestmark = pytest.mark.slow
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
@@ -94,7 +94,7 @@ def test_entrypoint_serves_and_healthcheck_passes(image):
     stage = image["stage"]
     entrypoint = stage.exec_form("ENTRYPOINT")
     healthcheck = stage.exec_form("HEALTHCHECK")
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     # `docker run -e TENSORWIRE_HTTP_PORT=... -e TENSORWIRE_GRPC_PORT=...`
     env = {**image["env"], "TENSORWIRE_HTTP_PORT": str(http_port),
            "TENSORWIRE_GRPC_PORT": str(grpc_port)}

@@ -119,6 +119,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: each socket stays bound until all are picked (two
+    `free_port()` calls in a row may get the same port back, and then a server's two
+    protocols collide on it)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -142,7 +153,7 @@ def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
     `drain_output`: read the process' output continuously into `.logs` / `.output()`
     (a chatty server, e.g. with access logs, would otherwise block on a full pipe).
     """
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     cmd = [sys.executable, "-m", "tensorwire", "serve", target,
            "--http-port", str(http_port), "--grpc-port", str(grpc_port), *extra]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},

@@ -27,7 +27,7 @@ from tensorwire.errors import (
     TensorwireError,
 )
 from tests.support.ops_service import Ops
-from tests.support.servers import free_port, serving, start_in_thread, url_of
+from tests.support.servers import free_port, free_ports, serving, start_in_thread, url_of
 
 from .services import Kitchen
 
@@ -293,7 +293,7 @@ def test_retries_wait_for_a_server_that_comes_up(protocol):
 
     from tests.support.servers import RunningServer
 
-    port, grpc_port = free_port(), free_port()
+    port, grpc_port = free_ports(2)
     box: dict[str, RunningServer] = {}
 
     def later() -> None:
