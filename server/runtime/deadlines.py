@@ -179,11 +179,9 @@ class Watch(_Entry):
         self.holding = False
 
     def check(self) -> None:
-        """Inside `except CancelledError`: raise Expired if the limit caused it."""
-        if self.expired:
-            self.expired = False
-            if self.task.uncancel() <= self.cancelling:
-                raise Expired from None
+        """Inside `except CancelledError`: raise Expired if the limit caused it (the
+        same decision as a call's, `Deadlines.cancelled`); the stream ends either way."""
+        Deadlines.cancelled(self)
 
     def close(self) -> None:
         self._deadlines._entries.pop(id(self), None)
