@@ -10,6 +10,7 @@ from aiohttp import web
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..telemetry import metrics
+from .direct import DIRECT_KEY
 from .docs import docs_asset, docs_page
 from .endpoint import HttpEndpoint
 from .responses import json_errors, unmatched
@@ -34,8 +35,14 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
     # request (see responses.json_errors, which gives router errors their JSON body).
     app = web.Application(client_max_size=settings.max_request_size)
     app[RUNTIME_KEY] = runtime
+    direct: dict[object, object] = {}
     for api in spec.apis.values():
-        app.router.add_post(api.route, HttpEndpoint(api, runtime, settings).handler)
+        endpoint = HttpEndpoint(api, runtime, settings)
+        handler = endpoint.handler
+        app.router.add_post(api.route, handler)
+        if (shortcut := endpoint.direct_handler) is not None:
+            direct[handler] = shortcut
+    app[DIRECT_KEY] = direct  # used by the server's protocol when nothing wraps the routes
 
     schema_body = orjson.dumps(schema_json(spec))
     openapi_body = orjson.dumps(openapi(spec, auth=bool(settings.auth_token),

@@ -33,6 +33,7 @@ from aiohttp import web
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
 from ..runtime.eager import first_step
+from .direct import JsonAnswer
 
 if TYPE_CHECKING:
     from .endpoint import HttpEndpoint
@@ -41,9 +42,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON_HEADERS = (("Content-Type", "application/json"),)
 
 
-def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
+def compile_handler(endpoint: HttpEndpoint, *, direct: bool = False) -> Handler | None:
     """The compiled handler of `endpoint`'s API, or None when its API needs the general
-    one (a root input, files, a Context parameter, tracing, tensor outputs)."""
+    one (a root input, files, a Context parameter, tracing, tensor outputs).
+
+    `direct`: the variant `DirectRoutes` calls, past the router, for an application with
+    no middleware or response signal: its 200 answers are `JsonAnswer`s, written whole
+    by the handler's own code rather than by aiohttp's response machinery."""
     api = endpoint.api
     runtime = endpoint.runtime
     if api.is_root or api.has_files:
@@ -66,6 +71,7 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
     timed_out = runtime.timed_out
     name = api.name
     eager = api.is_async and not api.batchable  # `call` gives the method's coroutine
+    answer: Callable[[bytes], web.StreamResponse] = JsonAnswer if direct else _json_response
 
     async def handle(request: web.Request) -> web.StreamResponse:
         received = taken(request)
@@ -89,7 +95,7 @@ def compile_handler(endpoint: HttpEndpoint) -> Handler | None:
                     raise timed_out(timeout) from None
             body = encode(result)
             status, sent = "200", len(body)
-            return web.Response(body=body, headers=_JSON_HEADERS)
+            return answer(body)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -153,6 +159,10 @@ def compile_stream_handler(endpoint: HttpEndpoint) -> Handler | None:
                   info if info is not None else lambda: _request_info(name, request))
 
     return handle_stream
+
+
+def _json_response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers=_JSON_HEADERS)
 
 
 def _taken(endpoint: HttpEndpoint) -> Callable[[web.Request], int]:

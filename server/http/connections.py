@@ -47,6 +47,7 @@ import orjson
 from aiohttp import web
 
 from ..settings import Settings
+from .direct import DirectRoutes
 
 log = logging.getLogger("tensorwire.http")
 
@@ -144,9 +145,12 @@ class GuardedHandler(web.RequestHandler):
 
     __slots__ = ("_body", "_body_timer", "_guard", "_head_due", "_head_started", "_last_read")
 
-    def __init__(self, manager: web.Server, *, guard: ConnectionGuard, **kwargs: Any) -> None:
+    def __init__(self, manager: web.Server, *, guard: ConnectionGuard,
+                 dispatch: Any = None, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._guard = guard
+        if dispatch is not None:  # compiled APIs past the router (tensorwire.http.direct)
+            self._request_handler = dispatch
         #: When the awaited request head is due (loop time; None: no head awaited).
         self._head_due: float | None = None
         #: Whether any byte of the awaited head has arrived (408, else a silent close).
@@ -263,10 +267,11 @@ class _GuardedRunner(web.AppRunner):
         if server is None:
             return None
         guard, kwargs = self._guard, self._handler_kwargs
+        dispatch = DirectRoutes.of(self.app, server.request_handler)
 
         def protocol() -> GuardedHandler:
             return GuardedHandler(server, loop=asyncio.get_running_loop(), guard=guard,
-                                  **kwargs)
+                                  dispatch=dispatch, **kwargs)
 
         return protocol
 

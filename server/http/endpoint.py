@@ -153,6 +153,12 @@ class HttpEndpoint:
         `tensorwire.http.compiled`), else `handle`."""
         return compile_handler(self) or self.handle
 
+    @property
+    def direct_handler(self) -> Handler | None:
+        """The compiled handler's variant for `tensorwire.http.direct.DirectRoutes`
+        (None when the API has no compiled handler)."""
+        return compile_handler(self, direct=True)
+
     def _plain_json(self, request: web.Request) -> bool:
         """The common case, decided without a coroutine: a JSON object body within the
         size limit for an API with neither a root input nor files."""
