@@ -6,11 +6,20 @@ the loop's self-pipe: one wake-up, one syscall, one callback per call. Under loa
 are most of what a `def` API costs over the same `async def` one.
 
 A `Handoff` keeps its own worker threads. A call is an asyncio future made on the loop
-and a job on a `SimpleQueue`; a worker runs the job and appends its outcome to a
-deque, and only the first outcome of a burst wakes the loop: one callback then settles
-every future that is done. The threads take jobs as long as there are any, so a busy
-server makes few wake-ups for many calls. `bench/def_path.py` compares it with the
-executor it replaces.
+and a job on a queue; a worker runs the job and appends its outcome to a deque, and only
+the first outcome of a burst wakes the loop: one callback then settles every future that
+is done.
+
+Jobs wake threads the same way, in a chain rather than one each. A queue that wakes a
+sleeping thread per job (`SimpleQueue`, an executor) wakes eight threads for a burst of
+eight tiny calls, each then waiting for the GIL the others hold. Here a job wakes a
+thread only when no other thread has been woken and not yet started; a thread that takes
+a job and sees more queued wakes the next. A burst of tiny calls is drained by the first
+thread, while long calls that release the GIL (a model's kernels) still spread over
+every thread: each is woken by the one before as that one takes its job. The threads
+run under SCHED_BATCH (`_batch_scheduling`), which is what took a gRPC `def` API from
+~1.2x the CPU of the same `async def` one to about the same. `bench/def_path.py`
+compares the handoff with the executor it replaces.
 """
 
 from __future__ import annotations
@@ -18,12 +27,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
-import queue
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
-
-_STOP = object()
 
 
 class Job:
@@ -63,11 +70,33 @@ class Job:
             callback(self)
 
 
+def _batch_scheduling() -> None:
+    """Put the calling thread under Linux's SCHED_BATCH policy, where the kernel allows it.
+
+    A worker woken while the loop holds the CPU would otherwise preempt it at once (the
+    wake-up preemption a sleeper earns), only to wait for the GIL the loop holds and
+    switch back: on one busy core a lone `def` call cost ~6 context switches. A batch
+    thread is not favoured on wake-up: it runs when the loop blocks, which hands it the
+    GIL too (2 switches a call; bench/def_path.py). Its share of the CPU and its placement
+    on an idle core are as before, so calls on other cores start as soon as they would
+    have. Elsewhere (or where a sandbox refuses the call) nothing changes.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
 class Handoff:
     """A pool of threads running sync calls for one event loop's coroutines."""
 
     def __init__(self, threads: int, name: str = "tensorwire-api") -> None:
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        #: calls not yet taken, and the wake-up lock of each sleeping thread
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._sleeping: list[threading.Lock] = []
+        #: threads woken that have not yet taken a job (at most one: see the module doc)
+        self._waking = 0
+        self._queue_lock = threading.Lock()
         self._done: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = \
             collections.deque()
         self._lock = threading.Lock()
@@ -89,7 +118,11 @@ class Handoff:
         if self._closed:
             raise RuntimeError("the handoff is closed")
         job = Job(loop.create_future(), contextvars.copy_context(), fn, args, self._lock)
-        self._jobs.put(job)
+        with self._queue_lock:
+            self._jobs.append(job)
+            if not self._waking and self._sleeping:
+                self._waking = 1
+                self._sleeping.pop().release()
         return job
 
     @staticmethod
@@ -113,12 +146,34 @@ class Handoff:
         for thread in self._threads:
             thread.start()
 
-    def _work(self) -> None:
-        jobs = self._jobs
+    def _take(self, wake: threading.Lock, woken: bool) -> Job | None:
+        """The next job for a thread (sleeping on `wake` while there is none); None once
+        the handoff is closed and drained. Wakes the next thread when more are queued."""
+        jobs, queue_lock, sleeping = self._jobs, self._queue_lock, self._sleeping
         while True:
-            job = jobs.get()
-            if job is _STOP:
-                return
+            with queue_lock:
+                if woken:
+                    self._waking = 0
+                    woken = False
+                if jobs:
+                    job = jobs.popleft()
+                    if jobs and not self._waking and sleeping:  # more: the next thread
+                        self._waking = 1
+                        sleeping.pop().release()
+                    return job
+                if self._closed:
+                    return None
+                sleeping.append(wake)
+            wake.acquire()  # released by whoever pops it from `sleeping`
+            woken = True
+
+    def _work(self) -> None:
+        _batch_scheduling()
+        wake = threading.Lock()
+        wake.acquire()
+        woken = False
+        while (job := self._take(wake, woken)) is not None:
+            woken = False
             if job.future.cancelled():  # the caller left before a thread was free
                 job._set_finished()
                 continue
@@ -159,11 +214,12 @@ class Handoff:
                 future.set_exception(value)
 
     def shutdown(self) -> None:
-        """Stop the threads once they finish the jobs they hold (calls queued after are
+        """Stop the threads once they finish the jobs queued (calls made after are
         refused); running calls are not interrupted, as an executor's are not."""
         if self._closed:
             return
-        self._closed = True
-        if self._started:
-            for _ in self._threads:
-                self._jobs.put(_STOP)
+        with self._queue_lock:
+            self._closed = True
+            sleeping, self._sleeping = self._sleeping, []
+        for wake in sleeping:
+            wake.release()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
 
@@ -80,3 +81,42 @@ async def test_a_closed_handoff_refuses_new_calls() -> None:
     handoff.shutdown()
     with pytest.raises(RuntimeError, match="closed"):
         handoff.run(int, "5")
+
+
+async def test_calls_that_block_spread_over_every_thread() -> None:
+    """Threads wake each other in a chain: four calls that each wait for the other three
+    (a model's kernels releasing the GIL) all run at once on four threads."""
+    handoff = Handoff(4)
+    barrier = threading.Barrier(4, timeout=5)
+    try:
+        jobs = [handoff.run(barrier.wait) for _ in range(4)]
+        indexes = await asyncio.wait_for(asyncio.gather(*(j.future for j in jobs)), 10)
+        assert sorted(indexes) == [0, 1, 2, 3]
+    finally:
+        handoff.shutdown()
+
+
+async def test_calls_queued_before_shutdown_still_run() -> None:
+    handoff = Handoff(1)
+    release = threading.Event()
+    try:
+        first = handoff.run(release.wait, 5)
+        queued = [handoff.run(lambda i=i: i * 2) for i in range(3)]
+    finally:
+        handoff.shutdown()
+    release.set()
+    assert await asyncio.wait_for(first.future, 5) is True
+    assert [await asyncio.wait_for(j.future, 5) for j in queued] == [0, 2, 4]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
+async def test_threads_run_under_batch_scheduling() -> None:
+    """A woken thread must not preempt the loop for a GIL the loop holds (see
+    `_batch_scheduling`); the loop's own thread keeps its policy."""
+    handoff = Handoff(2)
+    try:
+        policy = await handoff.run(os.sched_getscheduler, 0).future
+        assert policy == os.SCHED_BATCH
+        assert os.sched_getscheduler(0) != os.SCHED_BATCH
+    finally:
+        handoff.shutdown()
