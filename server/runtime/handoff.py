@@ -16,10 +16,16 @@ eight tiny calls, each then waiting for the GIL the others hold. Here a job wake
 thread only when no other thread has been woken and not yet started; a thread that takes
 a job and sees more queued wakes the next. A burst of tiny calls is drained by the first
 thread, while long calls that release the GIL (a model's kernels) still spread over
-every thread: each is woken by the one before as that one takes its job. The threads
-run under SCHED_BATCH (`_batch_scheduling`), which is what took a gRPC `def` API from
-~1.2x the CPU of the same `async def` one to about the same. `bench/def_path.py`
-compares the handoff with the executor it replaces.
+every thread: each is woken by the one before as that one takes its job.
+`bench/def_path.py` compares the handoff with the executor it replaces.
+
+Not done, and why: running the threads under Linux's SCHED_BATCH policy (a woken
+thread then waits for the loop to block instead of preempting it for a GIL it cannot
+have) cut a lone call from ~6 context switches to 2 and a gRPC `def` API's CPU to that
+of the `async def` one, but it also made the results land in larger bursts: at 64
+concurrent `def` calls on one connection grpc's overload protection then counted the
+calls finished and not yet released against `grpc_max_concurrent_streams` (100) and
+refused new streams (RST_STREAM, REFUSED_STREAM) the client had every right to open.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -68,23 +73,6 @@ class Job:
             callbacks, self._callbacks = self._callbacks, None
         for callback in callbacks or ():
             callback(self)
-
-
-def _batch_scheduling() -> None:
-    """Put the calling thread under Linux's SCHED_BATCH policy, where the kernel allows it.
-
-    A worker woken while the loop holds the CPU would otherwise preempt it at once (the
-    wake-up preemption a sleeper earns), only to wait for the GIL the loop holds and
-    switch back: on one busy core a lone `def` call cost ~6 context switches. A batch
-    thread is not favoured on wake-up: it runs when the loop blocks, which hands it the
-    GIL too (2 switches a call; bench/def_path.py). Its share of the CPU and its placement
-    on an idle core are as before, so calls on other cores start as soon as they would
-    have. Elsewhere (or where a sandbox refuses the call) nothing changes.
-    """
-    try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
 
 
 class Handoff:
@@ -168,7 +156,6 @@ class Handoff:
             woken = True
 
     def _work(self) -> None:
-        _batch_scheduling()
         wake = threading.Lock()
         wake.acquire()
         woken = False

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 import time
 
@@ -107,16 +106,3 @@ async def test_calls_queued_before_shutdown_still_run() -> None:
     release.set()
     assert await asyncio.wait_for(first.future, 5) is True
     assert [await asyncio.wait_for(j.future, 5) for j in queued] == [0, 2, 4]
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
-async def test_threads_run_under_batch_scheduling() -> None:
-    """A woken thread must not preempt the loop for a GIL the loop holds (see
-    `_batch_scheduling`); the loop's own thread keeps its policy."""
-    handoff = Handoff(2)
-    try:
-        policy = await handoff.run(os.sched_getscheduler, 0).future
-        assert policy == os.SCHED_BATCH
-        assert os.sched_getscheduler(0) != os.SCHED_BATCH
-    finally:
-        handoff.shutdown()
