@@ -19,13 +19,18 @@ thread, while long calls that release the GIL (a model's kernels) still spread o
 every thread: each is woken by the one before as that one takes its job.
 `bench/def_path.py` compares the handoff with the executor it replaces.
 
-Not done, and why: running the threads under Linux's SCHED_BATCH policy (a woken
-thread then waits for the loop to block instead of preempting it for a GIL it cannot
-have) cut a lone call from ~6 context switches to 2 and a gRPC `def` API's CPU to that
-of the `async def` one, but it also made the results land in larger bursts: at 64
-concurrent `def` calls on one connection grpc's overload protection then counted the
-calls finished and not yet released against `grpc_max_concurrent_streams` (100) and
-refused new streams (RST_STREAM, REFUSED_STREAM) the client had every right to open.
+The threads run under Linux's SCHED_BATCH policy (`_batch_scheduling`). A worker woken
+while the loop holds the CPU would otherwise preempt it at once (the wake-up bonus a
+sleeper earns), only to find the GIL held and switch back: ~6 context switches for a
+lone call on one busy core. A batch thread is not favoured on wake-up: it runs when
+the loop blocks, and gets the GIL with the CPU (2 switches a call). Results then come
+back in bursts, which grpc.aio serves more cheaply than one by one (a gRPC `def` API
+fell from ~1.2x the server CPU of the same `async def` one to below it), but unbounded
+bursts made grpc's overload protection count calls finished and not yet released
+against `grpc_max_concurrent_streams` and refuse streams the client was entitled to
+open (64 calls in flight, limit 100). So the loop bounds them: once `_YIELD_AT` calls
+wait, it yields the CPU (`os.sched_yield`, the GIL released) at the start of its next
+pass, and the threads take them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -75,6 +81,26 @@ class Job:
             callback(self)
 
 
+#: the CPU to another thread, the GIL released meanwhile (Unix; elsewhere a no-op)
+_sched_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+
+
+#: calls waiting for a thread at which the loop yields the CPU to the threads: 8 (the
+#: default thread count) let grpc refuse ~1 % of streams at 96 calls in flight on one
+#: connection under a saturated core, 4 none; 2 gave back most of the CPU gained
+_YIELD_AT = 4
+
+
+def _batch_scheduling() -> None:
+    """Put the calling thread under SCHED_BATCH where the kernel allows it (see the
+    module docstring); elsewhere, or where a sandbox refuses, nothing changes. A batch
+    thread keeps its share of the CPU and is still placed on an idle core at once."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
 class Handoff:
     """A pool of threads running sync calls for one event loop's coroutines."""
 
@@ -94,6 +120,8 @@ class Handoff:
                          for i in range(max(1, threads))]
         self._started = False
         self._closed = False
+        self._yield_at = _YIELD_AT
+        self._yield_pending = False
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Job:
         """`fn(*args)` handed to a worker thread (in the caller's context); await
@@ -107,11 +135,22 @@ class Handoff:
             raise RuntimeError("the handoff is closed")
         job = Job(loop.create_future(), contextvars.copy_context(), fn, args, self._lock)
         with self._queue_lock:
-            self._jobs.append(job)
+            jobs = self._jobs
+            jobs.append(job)
             if not self._waking and self._sleeping:
                 self._waking = 1
                 self._sleeping.pop().release()
+        if len(jobs) >= self._yield_at and not self._yield_pending:
+            self._yield_pending = True
+            loop.call_soon(self._yield)
         return job
+
+    def _yield(self) -> None:
+        """On the loop, a pass after calls piled up: let the threads have the CPU if
+        they are still waiting (see the module docstring)."""
+        self._yield_pending = False
+        if len(self._jobs) >= self._yield_at:
+            _sched_yield()
 
     @staticmethod
     async def finished(job: Job) -> None:
@@ -156,6 +195,7 @@ class Handoff:
             woken = True
 
     def _work(self) -> None:
+        _batch_scheduling()
         wake = threading.Lock()
         wake.acquire()
         woken = False

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
 
 import pytest
 
+from tensorwire.runtime import handoff as handoff_module
 from tensorwire.runtime.handoff import Handoff
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
@@ -106,3 +108,41 @@ async def test_calls_queued_before_shutdown_still_run() -> None:
     release.set()
     assert await asyncio.wait_for(first.future, 5) is True
     assert [await asyncio.wait_for(j.future, 5) for j in queued] == [0, 2, 4]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="a Linux scheduling policy")
+async def test_threads_run_under_batch_scheduling() -> None:
+    """A woken thread must not preempt the loop for a GIL the loop holds (see the
+    module docstring); the loop's own thread keeps its policy."""
+    handoff = Handoff(2)
+    try:
+        assert await handoff.run(os.sched_getscheduler, 0).future == os.SCHED_BATCH
+        assert os.sched_getscheduler(0) != os.SCHED_BATCH
+    finally:
+        handoff.shutdown()
+
+
+async def test_the_loop_yields_to_the_threads_once_calls_pile_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results must not come back in unbounded bursts: with `_YIELD_AT` calls waiting,
+    the loop's next pass gives the threads the CPU."""
+    yields: list[int] = []
+    monkeypatch.setattr(handoff_module, "_sched_yield", lambda: yields.append(1))
+    handoff = Handoff(1)
+    release = threading.Event()
+    try:
+        busy = handoff.run(release.wait, 5)  # the one thread is taken
+        await asyncio.sleep(0.05)
+        few = [handoff.run(int, "1") for _ in range(handoff_module._YIELD_AT - 1)]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert yields == []  # fewer waiting: the threads get the CPU when the loop blocks
+        more = handoff.run(int, "2")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert yields == [1]
+        release.set()
+        assert await asyncio.wait_for(asyncio.gather(busy.future, more.future,
+                                                     *(j.future for j in few)), 5)
+    finally:
+        handoff.shutdown()
