@@ -17,6 +17,10 @@ this closure holds only what the API needs, decided once:
 A streaming API with a JSON body gets one too (`compile_stream_handler`): the same
 inline admission around `HttpEndpoint.stream`, with no Context.
 
+Where nothing wraps the routes (no auth, no CORS), each connection reaches these
+handlers without aiohttp's router, and a unary one writes its 200 answer itself
+(`tensorwire.http.direct`).
+
 A request the closure does not cover (another content type, a compressed or unsized
 body, a refusal while draining or over the concurrency limit) goes to the general
 handler, which answers it exactly as before: behaviour is the same, only the cost differs.
