@@ -155,6 +155,12 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
     saturated (bench/README.md: time to first chunk at 64 streams). The chunks come
     straight from the method's generator (`ServiceRuntime.open_stream`: per-chunk time
     limit, device copies), with no async generator layer between it and grpc.aio.
+
+    Each chunk is followed by one pass of the event loop (`asyncio.sleep(0)`). Without
+    it a stream resumed by its write's completion went on to its next chunk in the same
+    pass, and at 64 streams on one saturated core new calls waited behind the ones in
+    flight: the time to first chunk was 105-108 ms, 52-62 ms with the pass, for the
+    same chunks/s (bench/README.md).
     """
     api = endpoint.api
     runtime = endpoint.runtime
@@ -192,6 +198,9 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
                     out = encode(chunk)
                     sent += len(out)
                     yield out
+                    # one pass of the loop between two chunks (not the method's time), so
+                    # that grpc.aio, accepting one new call a pass, takes new streams
+                    await asyncio.sleep(0)
                     mark.holding = False
             except asyncio.CancelledError:
                 run.check()  # DeadlineExceeded when the time limit fired

@@ -80,6 +80,11 @@ class CompiledGrpc:
             yield f"chunk {i}"
 
     @tensorwire.api
+    async def burst(self, n: int) -> AsyncIterator[int]:
+        for i in range(n):  # never awaits: every chunk is ready at once
+            yield i
+
+    @tensorwire.api
     async def count_with_context(self, ctx: tensorwire.Context, n: int
                                  ) -> AsyncIterator[int]:
         for i in range(n):
@@ -173,6 +178,40 @@ async def test_streams_get_a_compiled_handler(served: Served) -> None:
     for name in ("count", "count_def"):
         endpoint = GrpcEndpoint(served.proto.messages[name], served.runtime)
         assert endpoint.handler != endpoint.stream, name
+
+
+class _Peerless:
+    """What a compiled stream reads of its context when it succeeds (the access line)."""
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+
+async def test_a_compiled_stream_gives_the_loop_a_pass_between_chunks(
+        served: Served) -> None:
+    """grpc.aio accepts one new call a loop pass: a stream whose chunks are all ready must
+    still let the loop turn between them, or new calls wait behind it."""
+    endpoint = GrpcEndpoint(served.proto.messages["burst"], served.runtime)
+    loop = asyncio.get_running_loop()
+    passes = 0
+    ticking = True
+
+    def tick() -> None:
+        nonlocal passes
+        passes += 1
+        if ticking:
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    await asyncio.sleep(0)
+    start = passes
+    chunks = [c async for c in endpoint.handler(served.request("burst", n=8), _Peerless())]
+    ticking = False
+    assert len(chunks) == 8
+    assert passes - start >= 8
 
 
 STREAMS = [
