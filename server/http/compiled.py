@@ -29,7 +29,7 @@ handler, which answers it exactly as before: behaviour is the same, only the cos
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -37,12 +37,11 @@ from aiohttp import web
 from ..context import Headers, RequestInfo
 from ..runtime.deadlines import Expired
 from ..runtime.eager import first_step
-from .direct import JsonAnswer
+from .direct import Handler, JsonAnswer
 
 if TYPE_CHECKING:
     from .endpoint import HttpEndpoint
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON_HEADERS = (("Content-Type", "application/json"),)
 
 
