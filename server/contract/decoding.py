@@ -7,9 +7,11 @@ root body's value; gRPC the values its codecs read from the message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator
 
 from ..codecs import MISSING, JsonText, pydantic_annotation
 from ..codecs.finite import MESSAGE, find_nonfinite
@@ -63,6 +65,33 @@ class Decoder:
         except ValidationError as exc:
             raise invalid_argument(exc) from None
         return self._finite(model)
+
+    def read_values_decoder(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """`decode_values` bound once, for a handler compiled per API whose values were
+        read from a protobuf message (so none is `JsonText`).
+
+        The model's validator is called straight (as `model_validate` calls it, less the
+        Python frame around it), and the arguments are the model's own values where no
+        float escapes pydantic's checks: per call, one validation and one dict copy.
+        """
+        if self._root is not None:
+            root, decode_root = self._root.name, self.decode_root
+            return lambda values: decode_root(values.get(root, MISSING))
+        model = self._model
+        validator = model.__pydantic_validator__
+        # a model not fully built yet (a forward reference) has a stand-in validator
+        # that model_validate rebuilds
+        validate = (validator.validate_python if isinstance(validator, SchemaValidator)
+                    else model.model_validate)
+        finite = self._finite if self._walk_all or self._walk else _arguments
+
+        def decode(values: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return finite(validate(values))
+            except ValidationError as exc:
+                raise invalid_argument(exc) from None
+
+        return decode
 
     def _finite(self, model: BaseModel) -> dict[str, Any]:
         """The arguments, unless a walked value holds a NaN or infinity not opted in."""

@@ -58,13 +58,12 @@ class _CallScope:
 
 def _request_decoder(endpoint: GrpcEndpoint) -> Callable[[bytes], dict[str, Any]]:
     """Request bytes to validated keyword arguments, in one scope shared by every call."""
-    messages = endpoint.messages
-    parse, values_of = messages.parse_request, messages.request_values
-    decode = endpoint.decoder.decode_values
+    read = endpoint.messages.request_reader()
+    decode = endpoint.decoder.read_values_decoder()
     scope = _CallScope(endpoint.runtime.settings.extra)
 
     def decode_request(data: bytes) -> dict[str, Any]:
-        return decode(values_of(parse(data), scope))
+        return decode(read(data, scope))
 
     return decode_request
 

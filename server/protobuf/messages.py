@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..codecs import MISSING, REPLY, Codec, Scope
-from ..codecs.models import ModelCodec
+from ..codecs.models import ModelCodec, ModelProto
 from ..codecs.proto_facet import ProtoFacet
 from ..contract.descriptor import APISpec
 from ..wire.field_error import FieldError, invalid_argument
@@ -58,10 +58,41 @@ class APIMessages:
             data, raw = framing.split(data, self._request_split)
             msg = self.request_cls.FromString(data)
         except Exception:
-            raise invalid_argument(FieldError("the request is not a valid "
-                                              f"{self.request_cls.DESCRIPTOR.full_name} "
-                                              "protobuf message")) from None
+            raise self._not_a_request() from None
         return Parsed(msg, raw) if raw else msg
+
+    def _not_a_request(self) -> Exception:
+        return invalid_argument(FieldError("the request is not a valid "
+                                           f"{self.request_cls.DESCRIPTOR.full_name} "
+                                           "protobuf message"))
+
+    def request_reader(self) -> Callable[[bytes, Scope], dict[str, Any]]:
+        """`request_values(parse_request(data), scope)` with this API's facts bound, for
+        a handler compiled per API.
+
+        Where every input is a singular scalar read as the message holds it (no bytes
+        field cut out by `framing`, no container, no message, a facet that neither reads
+        nor converts in its own way), the values are the fields the sender set, read
+        in one comprehension: a small request's fields had each gone through `_read`,
+        `read_field` and `from_proto`, a fifth of the compiled gRPC handler's time.
+        """
+        def general(data: bytes, scope: Scope) -> dict[str, Any]:
+            return self.request_values(self.parse_request(data), scope)
+
+        if self._request_split or not all(_read_as_held(f.codec) for f in self.api.fields):
+            return general
+        from_string = self.request_cls.FromString
+        names = tuple(f.name for f in self.api.fields)
+        not_a_request = self._not_a_request
+
+        def read_scalars(data: bytes, scope: Scope) -> dict[str, Any]:
+            try:
+                msg = from_string(data)
+            except Exception:
+                raise not_a_request() from None
+            return {name: getattr(msg, name) for name in names if msg.HasField(name)}
+
+        return read_scalars
 
     def request_values(self, msg: Any, scope: Scope) -> dict[str, Any]:
         """Python values of the request's fields (missing ones left out), not validated.
@@ -103,11 +134,14 @@ class APIMessages:
         return _serialize(self.response_cls(), values, self._response_split)
 
     def response_encoder(self) -> Callable[[Any], bytes]:
-        """`response_bytes` with this API's facts bound, for a handler that calls it per
-        message (a streamed token): a singular scalar result (str, int, float, bool,
-        bytes) is one constructor call; every other output is `response_bytes`."""
+        """`response_bytes` with this API's facts bound, for a handler compiled per API
+        (and per message of a stream): a singular scalar result (str, int, float, bool,
+        bytes), or a model of such fields, is one constructor call; every other output
+        is `response_bytes`."""
         codec = self.api.output.codec
         proto = codec.proto
+        if self._model_output and not self._response_split:
+            return self._model_encoder()
         if (self._model_output or self._response_split or proto.element_is_message
                 or type(proto).write_field is not ProtoFacet.write_field):
             return self.response_bytes
@@ -129,6 +163,33 @@ class APIMessages:
             return encode(value)
 
         return encode_verbatim
+
+    def _model_encoder(self) -> Callable[[Any], bytes]:
+        """A model output whose fields are singular scalars written as they are (the
+        base facet's `write_field`): the message made in one constructor call from the
+        fields that are not None, as `ModelProto.fill` would set them one by one."""
+        codec = self.api.output.codec
+        if type(codec.proto).fill is not ModelProto.fill or not all(
+                _written_as_is(f.codec) for f in codec.fields):
+            return self.response_bytes
+        cls, output_value, general = self.response_cls, codec.output_value, self.response_bytes
+        fields = tuple((f.name, f.codec.proto.to_proto) for f in codec.fields)
+
+        def encode_model(value: Any) -> bytes:
+            value = output_value(value)  # what HTTP writes too: checked
+            if isinstance(value, dict):  # a dict the codec passes unchecked
+                return general(value)
+            values: dict[str, Any] = {}
+            for name, to_proto in fields:
+                item = getattr(value, name, None)
+                if item is not None:
+                    try:
+                        values[name] = to_proto(item)
+                    except FieldError as exc:
+                        raise exc.under(name) from None
+            return cls(**values).SerializeToString()
+
+        return encode_model
 
     # client side
     def request(self, values: dict[str, Any]) -> Any:
@@ -171,6 +232,23 @@ class APIMessages:
             if value is not MISSING:
                 out[key] = value
         return out if self._model_output else out.get("result")
+
+
+def _read_as_held(codec: Codec) -> bool:
+    """Whether `codec`'s field reads as `getattr(msg, name)` when `msg.HasField(name)`
+    (and as MISSING otherwise): a singular scalar with the base facet's reading."""
+    facet = codec.proto
+    return (not codec.is_container and not facet.element_is_message
+            and type(facet).read_field is ProtoFacet.read_field
+            and type(facet).from_proto is ProtoFacet.from_proto)
+
+
+def _written_as_is(codec: Codec) -> bool:
+    """Whether `codec`'s field is written as `setattr(msg, name, to_proto(value))` when
+    the value is not None: a singular scalar with the base facet's writing."""
+    facet = codec.proto
+    return (not codec.is_container and not facet.element_is_message
+            and type(facet).write_field is ProtoFacet.write_field)
 
 
 def _read(codec: Codec, msg: Any, name: str, raw: dict[str, memoryview], scope: Scope

@@ -125,3 +125,79 @@ def test_the_bound_encoder_refuses_what_response_bytes_refuses(api: str, value: 
         messages.response_bytes(value)
     with pytest.raises(general.type):
         messages.response_encoder()(value)
+
+
+class Scored(BaseModel):
+    label: str
+    score: float
+    rank: int = 0
+    top: bool = False
+
+
+class Tagged(BaseModel):
+    label: str
+    note: str | None = None
+    mood: Mood = Mood.HAPPY
+
+
+class Nested(BaseModel):
+    pair: Pair
+    tags: list[str] = []
+
+
+@tensorwire.service
+class ModelOutputs:
+    @tensorwire.api
+    def scored(self) -> Scored:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def nested(self) -> Nested:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def tagged(self) -> Tagged:
+        raise NotImplementedError
+
+
+MODEL_MESSAGES = service_proto(tensorwire.get_service_spec(ModelOutputs)).messages
+
+
+@pytest.mark.parametrize("value", [
+    Scored(label="a", score=0.5), Scored(label="", score=0.0, rank=-3, top=True),
+    {"label": "b", "score": 2}, Pair(a=1),
+])
+def test_a_model_of_scalars_is_written_as_response_bytes_writes_it(value: t.Any) -> None:
+    messages = MODEL_MESSAGES["scored"]
+    encode = messages.response_encoder()
+    assert encode != messages.response_bytes  # one constructor call
+    if isinstance(value, Pair):  # not the declared model: refused by both
+        with pytest.raises(Exception) as general:
+            messages.response_bytes(value)
+        with pytest.raises(general.type):
+            encode(value)
+        return
+    assert encode(value) == messages.response_bytes(value)
+
+
+def test_a_model_of_scalars_refuses_a_nonfinite_float_under_its_field() -> None:
+    messages = MODEL_MESSAGES["scored"]
+    value = Scored.model_construct(label="a", score=math.nan)
+    with pytest.raises(Exception) as general:
+        messages.response_bytes(value)
+    with pytest.raises(general.type) as bound:
+        messages.response_encoder()(value)
+    assert str(bound.value) == str(general.value)
+    assert bound.value.loc == general.value.loc == ("score",)
+
+
+@pytest.mark.parametrize(("api", "value"), [
+    ("nested", Nested(pair=Pair(a=3), tags=["x"])),
+    ("tagged", Tagged(label="t", note="n", mood=Mood.SAD)),
+    ("tagged", Tagged(label="t")),
+])
+def test_a_model_with_messages_lists_or_own_writers_keeps_response_bytes(
+        api: str, value: t.Any) -> None:
+    messages = MODEL_MESSAGES[api]
+    assert messages.response_encoder() == messages.response_bytes
+    assert messages.response_encoder()(value) == messages.response_bytes(value)

@@ -1,0 +1,82 @@
+"""`Decoder.read_values_decoder`: the compiled handlers' decode of values read from a
+protobuf message validates, refuses and reports exactly as `decode_values`."""
+
+from __future__ import annotations
+
+import math
+import typing as t
+
+import pytest
+from pydantic import BaseModel, Field
+
+import tensorwire
+from tensorwire.contract.decoding import Decoder
+from tensorwire.errors import TensorwireError
+
+Feature = t.Annotated[float, Field(ge=0, le=100)]
+
+
+class Point(BaseModel):
+    x: float
+    y: float = 0.0
+
+
+@tensorwire.service
+class Decoded:
+    @tensorwire.api
+    def features(self, a: Feature, b: int = 1, name: str = "n") -> int:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def point(self, p: Point, scale: float = 1.0) -> int:
+        raise NotImplementedError
+
+    @tensorwire.api
+    def root(self, x: t.Annotated[int, Field(gt=0)], /) -> int:
+        raise NotImplementedError
+
+
+APIS = tensorwire.get_service_spec(Decoded).apis
+
+
+def _both(api: str, values: dict[str, t.Any]) -> tuple[t.Any, t.Any]:
+    """(decode_values', read_values_decoder's) outcome: the arguments or the error."""
+    decoder = Decoder(APIS[api])
+    outcomes = []
+    for decode in (decoder.decode_values, decoder.read_values_decoder()):
+        try:
+            outcomes.append(decode(dict(values)))
+        except TensorwireError as exc:
+            outcomes.append((type(exc), str(exc), exc.grpc_code, exc.detail))
+    return outcomes[0], outcomes[1]
+
+
+@pytest.mark.parametrize(("api", "values"), [
+    ("features", {"a": 1.5}),
+    ("features", {"a": 0.0, "b": 0, "name": ""}),
+    ("features", {"a": 101.0}),                # above the bound
+    ("features", {}),                          # a required input missing
+    ("features", {"a": 1.0, "b": "x"}),        # not an int
+    ("features", {"a": math.nan}),             # NaN refused by pydantic's own check
+    ("point", {"p": {"x": 1.0}}),
+    ("point", {"p": {"x": math.inf}}),         # a user's model: walked for non-finite
+    ("point", {"p": {"y": 1.0}}),
+    ("root", {"x": 3}), ("root", {"x": 0}), ("root", {}),
+])
+def test_read_values_decode_as_decode_values(api: str, values: dict[str, t.Any]) -> None:
+    general, compiled = _both(api, values)
+    assert compiled == general
+
+
+def test_arguments_are_the_validated_values_not_the_model() -> None:
+    decode = Decoder(APIS["point"]).read_values_decoder()
+    kwargs = decode({"p": {"x": 2}, "scale": 3})
+    assert kwargs == {"p": Point(x=2.0), "scale": 3.0}
+    assert type(kwargs["scale"]) is float and isinstance(kwargs["p"], Point)
+
+
+def test_a_nonfinite_value_in_a_walked_model_is_refused_with_its_path() -> None:
+    with pytest.raises(TensorwireError) as refused:
+        Decoder(APIS["point"]).read_values_decoder()({"p": {"x": math.nan}})
+    assert refused.value.grpc_code == "INVALID_ARGUMENT"
+    assert [v["loc"] for v in refused.value.detail] == [["p", "x"]]
