@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/streaming.py            # full run (~4 min)
     .venv/bin/python bench/streaming.py --quick    # one round, short runs
+    .venv/bin/python bench/streaming.py --protocols http --variants async
 
 A generator API (`tokens`, `n` chunks of one short string) streams as server-sent events
 over HTTP and as a server stream over gRPC. Baselines: a bare aiohttp `StreamResponse`
@@ -14,6 +15,7 @@ here. Writes bench/results/streaming.json.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -84,7 +86,12 @@ def print_streaming(payloads: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, with_load=False)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--protocols", default="http,grpc",
+                     type=lambda s: [x for x in s.split(",") if x],
+                     help="which protocols to stream over (http, grpc)")
+    known, rest = pre.parse_known_args(argv)
+    args = parse_args(rest, with_load=False)
     tokens = 64
     pin = Pinning.detect()
     stub_dir = compile_stubs(tempfile.mkdtemp(prefix="tensorwire-bench-stubs-"))
@@ -111,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         ("grpc", grpc_servers(pin, stub_dir), GRPC_VARIANTS, run_grpc,
          "bench.load.grpc_client --stream: grpc.aio, 1 channel, N streams, own process"),
     ):
+        if protocol not in known.protocols:
+            continue
         chosen = {v: variants[v] for v in args.variants}
         payload = compare(f"Streaming over {protocol}: {tokens} chunks per stream, "
                           "tensorwire vs bare", "streaming", procs, chosen, run_case, args,
@@ -119,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         payload["tokens_per_stream"] = tokens
         payloads.append(payload)
     print_streaming(payloads)
-    path = write_results("streaming", {"name": "streaming", "protocols": payloads})
+    # a run over one protocol does not replace the full run's figures
+    name = "streaming" if len(payloads) == 2 else "streaming_" + payloads[0]["protocol"]
+    path = write_results(name, {"name": name, "protocols": payloads})
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -149,6 +149,11 @@ class HttpFacet:
         codec = self.codec
         return codec.dump_json(codec.output_value(value))
 
+    def str_chunks_as_utf8(self) -> bool:
+        """Whether `encode_chunk` writes every `str` chunk as its UTF-8 bytes, unchecked
+        (so that a transport's per-chunk framing may do it inline)."""
+        return False
+
     def chunk_encoder(self) -> Callable[[Any], bytes]:
         """`encode_chunk` as one function with this facet's facts bound: what a stream
         calls per chunk (a chunk is most of what a streamed token costs the server)."""

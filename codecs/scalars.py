@@ -136,14 +136,18 @@ class StrHttp(HttpFacet):
     def encode_chunk(self, value: Any) -> bytes:
         return str(self.codec.output_value(value)).encode()
 
+    def str_chunks_as_utf8(self) -> bool:
+        # a `str` the codec passes unchecked (what a token stream yields)
+        codec = self.codec
+        return type(codec).output_value is Codec.output_value and (
+            not codec.validates_output or isinstance("", codec.output_types))
+
     def chunk_encoder(self) -> Callable[[Any], bytes]:
         """`encode_chunk` with its one common case first: a `str` the codec passes
         unchecked (what a token stream yields) is its UTF-8 bytes."""
-        codec = self.codec
-        output_value = codec.output_value
-        if type(codec).output_value is not Codec.output_value or (
-                codec.validates_output and not isinstance("", codec.output_types)):
+        if not self.str_chunks_as_utf8():
             return self.encode_chunk
+        output_value = self.codec.output_value
 
         def encode(value: Any) -> bytes:
             if type(value) is str:

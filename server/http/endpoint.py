@@ -36,7 +36,7 @@ from .body import content_coding, read_body
 from .compiled import Handler, compile_handler
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .responses import error_response, from_http_exception
-from .streams import framing_for
+from .streams import SSE, chunk_writer, framing_for
 
 log = logging.getLogger("tensorwire.http")
 
@@ -64,6 +64,9 @@ class HttpEndpoint:
         self.output = api.output.codec.http
         #: One streamed chunk's bytes (None for a unary API).
         self._encode_chunk = self.output.chunk_encoder() if api.output.stream else None
+        #: One streamed chunk's server-sent event (the framing nearly every client reads).
+        self._sse_chunk = (chunk_writer(SSE, self._encode_chunk, self.output.str_chunks_as_utf8())
+                           if self._encode_chunk is not None else None)
         self.max_size = settings.max_request_size
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
@@ -297,9 +300,9 @@ class HttpEndpoint:
         streams), written as soon as the method yields it. `ctx` is None for a method
         that declares no Context (the compiled handler's call): status 200, no headers
         of the method's own."""
-        encode = self._encode_chunk
         framing = framing_for(request.headers, self.output.output_media)
-        frame = framing.item
+        write_chunk = (self._sse_chunk if framing is SSE else
+                       chunk_writer(framing, self._encode_chunk, False))
         stream = self.runtime.open_stream(self.api, kwargs, ctx)
         chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         try:
@@ -322,13 +325,13 @@ class HttpEndpoint:
             if first is not _END:
                 mark.made += 1
                 mark.holding = True
-                await resp.write(frame(encode(first)))
+                await resp.write(write_chunk(first))
                 mark.holding = False
                 try:
                     async for chunk in chunks:
                         mark.made += 1
                         mark.holding = True  # the write's time is not the method's
-                        await resp.write(frame(encode(chunk)))
+                        await resp.write(write_chunk(chunk))
                         mark.holding = False
                 except asyncio.CancelledError:
                     stream.check()

@@ -21,3 +21,46 @@ def test_bentomls_client_gets_each_item_as_it_is():
     assert framing.error is None  # BentoML's framing has no error frame: the stream ends
     as_json = framing_for({"User-Agent": "BentoML HTTP Client/1.4.40"}, "application/json")
     assert as_json.headers["Content-Type"] == "application/json"
+
+
+def _codec_http(annotation: object):
+    """The HTTP facet a stream of `annotation` items encodes each item with."""
+    from tensorwire.codecs import codec_for
+
+    return codec_for(annotation).http
+
+
+def test_the_fused_chunk_writer_writes_what_framing_and_encoder_write():
+    """`chunk_writer` is `framing.item(encode(chunk))` in one call, for every chunk."""
+    import typing as t
+
+    import pydantic
+
+    from tensorwire.http.streams import chunk_writer
+
+    class Token(pydantic.BaseModel):
+        text: str
+
+    cases: list[tuple[object, list[object]]] = [
+        (str, ["tok ", "", "two\nlines", "cr\rhere", "crlf\r\nend", "héllo"]),
+        (t.Literal["a", "b"], ["a", "b"]),
+        (int, [0, 7, -3]),
+        (dict[str, float], [{"x": 1.5}, {}]),
+        (Token, [Token(text="a\nb"), Token(text="plain")]),
+    ]
+    bento = framing_for({"User-Agent": "BentoML HTTP Client/1.4.40"}, "text/plain")
+    for annotation, chunks in cases:
+        http = _codec_http(annotation)
+        encode = http.chunk_encoder()
+        for framing in (SSE, bento):
+            write = chunk_writer(framing, encode, http.str_chunks_as_utf8())
+            for chunk in chunks:
+                assert write(chunk) == framing.item(encode(chunk)), (annotation, chunk)
+
+
+def test_a_str_token_is_framed_inline_only_where_the_codec_passes_str_as_is():
+    import typing as t
+
+    assert _codec_http(str).str_chunks_as_utf8()
+    assert not _codec_http(t.Literal["a", "b"]).str_chunks_as_utf8()  # validated
+    assert not _codec_http(int).str_chunks_as_utf8()
