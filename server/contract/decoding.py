@@ -66,32 +66,51 @@ class Decoder:
             raise invalid_argument(exc) from None
         return self._finite(model)
 
+    def json_decoder(self) -> Callable[[bytes], dict[str, Any]]:
+        """`decode_json` bound once, for a handler compiled per API (see `_bound`)."""
+        if self.is_root:
+            return self.decode_json
+        return self._bound(json=True)
+
     def read_values_decoder(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """`decode_values` bound once, for a handler compiled per API whose values were
-        read from a protobuf message (so none is `JsonText`).
-
-        The model's validator is called straight (as `model_validate` calls it, less the
-        Python frame around it), and the arguments are the model's own values where no
-        float escapes pydantic's checks: per call, one validation and one dict copy.
-        """
+        read from a protobuf message (so none is `JsonText`; see `_bound`)."""
         if self._root is not None:
             root, decode_root = self._root.name, self.decode_root
             return lambda values: decode_root(values.get(root, MISSING))
+        return self._bound(json=False)
+
+    def _bound(self, json: bool) -> Callable[[Any], dict[str, Any]]:
+        """The model's validation as one closure: its validator called straight (what
+        `model_validate[_json]` calls, less the Python frame around it), and the
+        arguments the model's own values where no float escapes pydantic's checks. Per
+        call: one validation and one dict copy, where the general methods also scan
+        for JsonText and call `_finite`."""
         model = self._model
         validator = model.__pydantic_validator__
         # a model not fully built yet (a forward reference) has a stand-in validator
         # that model_validate rebuilds
-        validate = (validator.validate_python if isinstance(validator, SchemaValidator)
-                    else model.model_validate)
+        built = isinstance(validator, SchemaValidator)
         finite = self._finite if self._walk_all or self._walk else _arguments
+        if not json:
+            validate = validator.validate_python if built else model.model_validate
 
-        def decode(values: dict[str, Any]) -> dict[str, Any]:
+            def decode_values(values: dict[str, Any]) -> dict[str, Any]:
+                try:
+                    return finite(validate(values))
+                except ValidationError as exc:
+                    raise invalid_argument(exc) from None
+
+            return decode_values
+        validate_json = validator.validate_json if built else model.model_validate_json
+
+        def decode_json(body: bytes) -> dict[str, Any]:
             try:
-                return finite(validate(values))
+                return finite(validate_json(body or b"{}"))
             except ValidationError as exc:
                 raise invalid_argument(exc) from None
 
-        return decode
+        return decode_json
 
     def _finite(self, model: BaseModel) -> dict[str, Any]:
         """The arguments, unless a walked value holds a NaN or infinity not opted in."""

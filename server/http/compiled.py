@@ -66,7 +66,7 @@ def compile_handler(endpoint: HttpEndpoint, *, direct: bool = False) -> Handler 
     general = endpoint.handle
     taken = _taken(endpoint)
     failure = endpoint.failure
-    decode = endpoint.decoder.decode_json
+    decode = endpoint.decoder.json_decoder()
     series = admission.series("http", api.name)
     enter, leave = admission.enter, admission.leave
     timeout = admission.timeout
@@ -131,7 +131,7 @@ def compile_stream_handler(endpoint: HttpEndpoint) -> Handler | None:
     general = endpoint.handle
     taken = _taken(endpoint)
     failure = endpoint.failure
-    decode = endpoint.decoder.decode_json
+    decode = endpoint.decoder.json_decoder()
     stream = endpoint.stream
     series = admission.series("http", api.name)
     enter, leave = admission.enter, admission.leave

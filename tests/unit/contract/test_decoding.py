@@ -80,3 +80,31 @@ def test_a_nonfinite_value_in_a_walked_model_is_refused_with_its_path() -> None:
         Decoder(APIS["point"]).read_values_decoder()({"p": {"x": math.nan}})
     assert refused.value.grpc_code == "INVALID_ARGUMENT"
     assert [v["loc"] for v in refused.value.detail] == [["p", "x"]]
+
+
+@pytest.mark.parametrize(("api", "body"), [
+    ("features", b'{"a": 1.5}'), ("features", b'{"a": 1.5, "b": 2, "name": "x"}'),
+    ("features", b'{"a": 101}'), ("features", b""), ("features", b"{}"),
+    ("features", b'{"a": 1, "extra": 2}'), ("features", b"[1]"), ("features", b"{bad"),
+    ("features", b'{"a": NaN}'),
+    ("point", b'{"p": {"x": 1}}'), ("point", b'{"p": {"x": "inf"}}'),
+    ("root", b"3"), ("root", b"0"),
+])
+def test_the_bound_json_decoder_decodes_as_decode_json(api: str, body: bytes) -> None:
+    decoder = Decoder(APIS[api])
+    outcomes = []
+    for decode in (decoder.decode_json, decoder.json_decoder()):
+        try:
+            outcomes.append(decode(body))
+        except TensorwireError as exc:
+            outcomes.append((type(exc), str(exc), exc.grpc_code, exc.detail))
+    assert outcomes[1] == outcomes[0]
+
+
+def test_the_bound_decoders_call_the_models_validator_straight() -> None:
+    decoder = Decoder(APIS["features"])
+    assert decoder.json_decoder().__name__ == "decode_json"
+    assert decoder.read_values_decoder().__name__ == "decode_values"
+    assert decoder.read_values_decoder().__closure__ is not None
+    held = {c.cell_contents for c in decoder.read_values_decoder().__closure__}
+    assert APIS["features"].input_model.__pydantic_validator__.validate_python in held
