@@ -92,7 +92,11 @@ async def run(args: argparse.Namespace) -> dict:
         ttfc = sorted(stats["ttfc"])
         out.update(tokens=stats["tokens"], tokens_per_s=stats["tokens"] / elapsed,
                    ttfc_p50_ms=percentile(ttfc, 50) * 1e3,
-                   ttfc_p99_ms=percentile(ttfc, 99) * 1e3)
+                   ttfc_p90_ms=percentile(ttfc, 90) * 1e3,
+                   ttfc_p99_ms=percentile(ttfc, 99) * 1e3,
+                   # a server may start some streams at once and keep others waiting
+                   # long (the median then says little): the mean is the waiting total
+                   ttfc_mean_ms=sum(ttfc) / len(ttfc) * 1e3 if ttfc else float("nan"))
     return out
 
 

@@ -33,6 +33,10 @@ from ..runtime.eager import first_step
 if TYPE_CHECKING:
     from .server import GrpcEndpoint
 
+#: Calls in flight on this worker from which a compiled stream gives the loop three
+#: passes after each chunk instead of one (see `compile_stream`).
+CROWDED = 8
+
 Unary = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
 Stream = Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]
 
@@ -159,7 +163,11 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
     it a stream resumed by its write's completion went on to its next chunk in the same
     pass, and at 64 streams on one saturated core new calls waited behind the ones in
     flight: the time to first chunk was 105-108 ms, 52-62 ms with the pass, for the
-    same chunks/s (bench/README.md).
+    same chunks/s (bench/README.md). Taking a new call is itself several passes in
+    grpc.aio (the completion of its request, the server loop's step, the handler's
+    task), so once `CROWDED` calls are in flight a stream gives three: at 64 streams
+    the time to first chunk fell to 8-12 ms (p99 58-63 ms) for the same CPU per stream.
+    Below that the loop has time to spare, and a lone stream pays no extra passes.
     """
     api = endpoint.api
     runtime = endpoint.runtime
@@ -200,6 +208,9 @@ def compile_stream(endpoint: GrpcEndpoint) -> Stream | None:
                     # one pass of the loop between two chunks (not the method's time), so
                     # that grpc.aio, accepting one new call a pass, takes new streams
                     await asyncio.sleep(0)
+                    if admission.in_flight >= CROWDED:
+                        await asyncio.sleep(0)  # room for a whole acceptance, see above
+                        await asyncio.sleep(0)
                     mark.holding = False
             except asyncio.CancelledError:
                 run.check()  # DeadlineExceeded when the time limit fired
