@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..wire.sse import sse_encoder
 from .core import MISSING
 
 if TYPE_CHECKING:
@@ -149,10 +150,10 @@ class HttpFacet:
         codec = self.codec
         return codec.dump_json(codec.output_value(value))
 
-    def str_chunks_as_utf8(self) -> bool:
-        """Whether `encode_chunk` writes every `str` chunk as its UTF-8 bytes, unchecked
-        (so that a transport's per-chunk framing may do it inline)."""
-        return False
+    def sse_chunk_encoder(self) -> Callable[[Any], bytes]:
+        """One streamed chunk as its server-sent event, `sse_event(encode_chunk(v))`,
+        in one function (`wire.sse.sse_encoder`)."""
+        return sse_encoder(self.chunk_encoder())
 
     def chunk_encoder(self) -> Callable[[Any], bytes]:
         """`encode_chunk` as one function with this facet's facts bound: what a stream

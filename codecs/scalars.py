@@ -15,6 +15,7 @@ import orjson
 from pydantic import AllowInfNan
 
 from ..wire.field_error import FieldError
+from ..wire.sse import sse_encoder
 from .core import MISSING, Codec, Scope, instances_of
 from .finite import finite
 from .http_facet import HttpBody, HttpFacet, JsonText, Part, UnsupportedBody, is_json_media
@@ -136,16 +137,19 @@ class StrHttp(HttpFacet):
     def encode_chunk(self, value: Any) -> bytes:
         return str(self.codec.output_value(value)).encode()
 
-    def str_chunks_as_utf8(self) -> bool:
-        # a `str` the codec passes unchecked (what a token stream yields)
+    def _str_as_utf8(self) -> bool:
+        """Whether a `str` chunk passes the codec unchecked (what a token stream yields)."""
         codec = self.codec
         return type(codec).output_value is Codec.output_value and (
             not codec.validates_output or isinstance("", codec.output_types))
 
+    def sse_chunk_encoder(self) -> Callable[[Any], bytes]:
+        return sse_encoder(self.chunk_encoder(), str if self._str_as_utf8() else None)
+
     def chunk_encoder(self) -> Callable[[Any], bytes]:
         """`encode_chunk` with its one common case first: a `str` the codec passes
         unchecked (what a token stream yields) is its UTF-8 bytes."""
-        if not self.str_chunks_as_utf8():
+        if not self._str_as_utf8():
             return self.encode_chunk
         output_value = self.codec.output_value
 

@@ -65,8 +65,7 @@ class HttpEndpoint:
         #: One streamed chunk's bytes (None for a unary API).
         self._encode_chunk = self.output.chunk_encoder() if api.output.stream else None
         #: One streamed chunk's server-sent event (the framing nearly every client reads).
-        self._sse_chunk = (chunk_writer(SSE, self._encode_chunk, self.output.str_chunks_as_utf8())
-                           if self._encode_chunk is not None else None)
+        self._sse_chunk = self.output.sse_chunk_encoder() if api.output.stream else None
         self.max_size = settings.max_request_size
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
@@ -302,7 +301,7 @@ class HttpEndpoint:
         of the method's own."""
         framing = framing_for(request.headers, self.output.output_media)
         write_chunk = (self._sse_chunk if framing is SSE else
-                       chunk_writer(framing, self._encode_chunk, False))
+                       chunk_writer(framing, self._encode_chunk))
         stream = self.runtime.open_stream(self.api, kwargs, ctx)
         chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         try:

@@ -58,34 +58,8 @@ def framing_for(headers: Mapping[str, str], item_media: str) -> Framing:
     return SSE
 
 
-def chunk_writer(framing: Framing, encode: Callable[[Any], bytes], str_as_utf8: bool
-                 ) -> Callable[[Any], bytes]:
-    """`framing.item(encode(chunk))` as one function: what a stream calls per chunk.
-
-    For server-sent events the common frame (one `data:` line: no line break in the
-    chunk) is made inline, and where the codec writes a `str` as its UTF-8 bytes
-    (`str_as_utf8`), so is that: a token had cost two Python calls besides its write,
-    most of what an SSE chunk cost over bare aiohttp writing the frame itself.
-    """
-    if framing is not SSE:
-        item = framing.item
-        return encode if item is _raw else lambda chunk: item(encode(chunk))
-
-    def sse(chunk: Any) -> bytes:
-        data = encode(chunk)
-        if 10 not in data and 13 not in data:  # sse_event's common case
-            return b"data: " + data + b"\n\n"
-        return sse_event(data)
-
-    if not str_as_utf8:
-        return sse
-
-    def sse_text(chunk: Any) -> bytes:
-        if type(chunk) is not str:
-            return sse(chunk)
-        data = chunk.encode()
-        if 10 not in data and 13 not in data:
-            return b"data: " + data + b"\n\n"
-        return sse_event(data)
-
-    return sse_text
+def chunk_writer(framing: Framing, encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """`framing.item(encode(chunk))` as one function (for server-sent events, the
+    output facet's own `sse_chunk_encoder` is that, with the common frame inline)."""
+    item = framing.item
+    return encode if item is _raw else lambda chunk: item(encode(chunk))

@@ -8,7 +8,9 @@ module, so that what is written is exactly what is read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 def sse_event(data: bytes, event: str | None = None) -> bytes:
@@ -20,6 +22,35 @@ def sse_event(data: bytes, event: str | None = None) -> bytes:
     lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     head = b"event: " + event.encode() + b"\n" if event else b""
     return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+
+
+def sse_encoder(encode: Callable[[Any], bytes], text: type | None = None
+                ) -> Callable[[Any], bytes]:
+    """`sse_event(encode(value))` as one function, what a stream calls per chunk.
+
+    The common frame (one `data:` line: no line break in the chunk) is made inline,
+    and so, where the codec writes the values of `text` (`str`) as their UTF-8 bytes
+    unchecked, is the encoding: a token had cost two Python calls besides its write,
+    most of what an SSE chunk cost over bare aiohttp writing the frame in place.
+    """
+    def frame(value: Any) -> bytes:
+        data = encode(value)
+        if 10 not in data and 13 not in data:
+            return b"data: " + data + b"\n\n"
+        return sse_event(data)
+
+    if text is None:
+        return frame
+
+    def frame_text(value: Any) -> bytes:
+        if type(value) is not text:
+            return frame(value)
+        data = value.encode()
+        if 10 not in data and 13 not in data:
+            return b"data: " + data + b"\n\n"
+        return sse_event(data)
+
+    return frame_text
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tensorwire.http.streams import SSE, framing_for
 
 
@@ -31,7 +33,8 @@ def _codec_http(annotation: object):
 
 
 def test_the_fused_chunk_writer_writes_what_framing_and_encoder_write():
-    """`chunk_writer` is `framing.item(encode(chunk))` in one call, for every chunk."""
+    """The SSE encoder and `chunk_writer` are `framing.item(encode(chunk))` in one call,
+    for every chunk."""
     import typing as t
 
     import pydantic
@@ -52,15 +55,19 @@ def test_the_fused_chunk_writer_writes_what_framing_and_encoder_write():
     for annotation, chunks in cases:
         http = _codec_http(annotation)
         encode = http.chunk_encoder()
-        for framing in (SSE, bento):
-            write = chunk_writer(framing, encode, http.str_chunks_as_utf8())
+        writers = [(SSE, http.sse_chunk_encoder()), (bento, chunk_writer(bento, encode))]
+        for framing, write in writers:
             for chunk in chunks:
                 assert write(chunk) == framing.item(encode(chunk)), (annotation, chunk)
 
 
 def test_a_str_token_is_framed_inline_only_where_the_codec_passes_str_as_is():
+    """A plain `str` stream's token is encoded and framed in one call; a Literal's is
+    validated first (its codec's encoder), as before."""
     import typing as t
 
-    assert _codec_http(str).str_chunks_as_utf8()
-    assert not _codec_http(t.Literal["a", "b"]).str_chunks_as_utf8()  # validated
-    assert not _codec_http(int).str_chunks_as_utf8()
+    assert _codec_http(str).sse_chunk_encoder().__name__ == "frame_text"
+    assert _codec_http(t.Literal["a", "b"]).sse_chunk_encoder().__name__ == "frame"
+    assert _codec_http(int).sse_chunk_encoder().__name__ == "frame"
+    with pytest.raises(Exception):  # noqa: B017 - whatever the codec's check raises
+        _codec_http(t.Literal["a", "b"]).sse_chunk_encoder()("c")
