@@ -28,11 +28,10 @@ from ..wire.field_error import FieldError
 from .core import Codec, Scope
 from .http_facet import HttpFacet
 from .jsonarray import cast
+from .jsonschema import FRAME_FORMAT
 from .markers import CodecMarker
 from .proto_facet import MessageProto
 from .v2_facet import Tensor, TensorMeta, V2Facet, oip_datatype
-
-_FORMAT = "pandas-dataframe"
 
 
 def _custom(type_: str, msg: str) -> Exception:
@@ -199,7 +198,7 @@ class DataFrameCodec(Codec):
                            "required": list(columns), "additionalProperties": False}
             else:
                 schema["additionalProperties"] = {"type": "array"}
-        schema |= {"format": _FORMAT, "orient": self.schema.orient}
+        schema |= {"format": FRAME_FORMAT, "orient": self.schema.orient}
         if columns is not None:
             schema["columns"] = list(columns)
         if self.casts:

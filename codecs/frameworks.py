@@ -15,6 +15,7 @@ import numpy as np
 
 from ..wire import dtypes
 from ..wire.dtypes import DTypeSpec
+from .jsonschema import NUMPY_FORMAT, TF_FORMAT, TORCH_FORMAT
 
 
 def _module_of(value: Any) -> str:
@@ -70,7 +71,7 @@ class Framework:
 
 class NumpyFramework(Framework):
     name = "numpy"
-    format = "numpy-array"
+    format = NUMPY_FORMAT
     label = "a NumPy array"
 
     def owns(self, value: Any) -> bool:
@@ -100,7 +101,7 @@ class NumpyFramework(Framework):
 
 class TorchFramework(Framework):
     name = "torch"
-    format = "torch-tensor"
+    format = TORCH_FORMAT
     label = "a torch.Tensor"
 
     def owns(self, value: Any) -> bool:
@@ -163,7 +164,7 @@ class TorchFramework(Framework):
 
 class TensorflowFramework(Framework):
     name = "tensorflow"
-    format = "tf-tensor"
+    format = TF_FORMAT
     label = "a tf.Tensor"
 
     def owns(self, value: Any) -> bool:

@@ -7,14 +7,13 @@ can never disagree with what the server accepts.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from ..codecs.http_facet import HttpFacet
-from ..codecs.jsonschema import inline_refs
+from ..codecs.jsonschema import bentoml_forms, inline_refs
 from ..contract.descriptor import APISpec, ServiceSpec
 
 _REF = "#/components/schemas/{model}"
@@ -106,48 +105,6 @@ def _as_file_part(schema: dict[str, Any]) -> dict[str, Any]:
     if schema.get("type") == "string" and schema.get("format") in ("base64url", "base64"):
         return {**schema, "type": "file", "format": "bytes"}
     return schema
-
-
-#: Tensor schemas carry one of these `format`s (see codecs.frameworks).
-_TENSOR_FORMATS = frozenset({"numpy-array", "torch-tensor", "tf-tensor"})
-_FRAME_FORMAT = "pandas-dataframe"
-#: Keys of a schema node that say what it is for rather than what it holds: kept.
-_DOC_KEYS = ("title", "description", "examples", "default")
-
-
-def bentoml_forms(node: Any) -> Any:
-    """Tensors and DataFrames in the form BentoML 1.4 publishes them, which its client
-    needs to serialise inputs and rebuild outputs:
-    `{"type": "tensor", "format": "numpy-array", "dtype": "float32", "shape": [1, 4]}`
-    and `{"type": "dataframe", "orient": "records", "columns": [...]}`.
-
-    The codecs describe them as nested arrays / objects (valid JSON Schema, what OpenAPI
-    shows); this is schema.json's own dialect. tensorwire's client reads both.
-    """
-    if isinstance(node, list):
-        return [bentoml_forms(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    fmt = node.get("format")
-    fmt = fmt if isinstance(fmt, str) else None  # a property called "format" is no format
-    if fmt in _TENSOR_FORMATS:
-        out: dict[str, Any] = {k: node[k] for k in _DOC_KEYS if k in node}
-        out.update({"type": "tensor", "format": fmt})
-        if "dtype" in node:
-            out["dtype"] = node["dtype"]
-        if "shape" in node:
-            out["shape"] = node["shape"]
-            if all(d >= 0 for d in node["shape"]):
-                out["dim"] = math.prod(node["shape"])
-        return out
-    if fmt == _FRAME_FORMAT:
-        out = {k: node[k] for k in _DOC_KEYS if k in node}
-        out.update({"type": "dataframe", "orient": node.get("orient", "records")})
-        for key in ("columns", "dtypes"):
-            if key in node:
-                out[key] = node[key]
-        return out
-    return {k: bentoml_forms(v) for k, v in node.items()}
 
 
 def _output_media(api: APISpec) -> str:
