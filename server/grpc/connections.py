@@ -15,6 +15,15 @@ Limits (the same hazards as HTTP's):
 - `grpc_max_concurrent_streams` (default 100) -> `grpc.max_concurrent_streams`: calls in
   flight on one connection; more wait in the client. Envoy's edge guide uses 100, the
   number RFC 9113 asks servers not to go below; grpc core's default is no limit.
+  With it goes `grpc.http.overload_protection` = 0. That grpc core option (on by
+  default) refuses a new stream with RST_STREAM REFUSED_STREAM while more streams are
+  still *allocated* than the limit, and a stream stays allocated after its call ended
+  until grpc.aio's Python side has released the call object. The client, which saw the
+  call end, rightly opens the next one within the limit it read in SETTINGS, and under
+  ordinary load (200 concurrent `def` calls, 1,000 short streams on one channel) 5-40 %
+  of calls failed with `UNAVAILABLE`. Without it the limit is the one RFC 9113 defines
+  (streams open on the connection), which the client honours by queueing: the cap still
+  bounds the calls running at once and loses none (tests/e2e/test_grpc_load.py).
 
 Age and keepalive: a gRPC channel is one HTTP/2 connection that carries every call, and
 `SO_REUSEPORT` (like a Kubernetes `Service`) places a *connection* on one worker (pod)
@@ -89,7 +98,9 @@ def limit_options(settings: Settings) -> list[tuple[str, int]]:
         options.append(("grpc.max_connection_idle_ms",
                         max(1, round(settings.grpc_max_connection_idle * 1000))))
     if settings.grpc_max_concurrent_streams > 0:
-        options.append(("grpc.max_concurrent_streams", settings.grpc_max_concurrent_streams))
+        options += [("grpc.max_concurrent_streams", settings.grpc_max_concurrent_streams),
+                    # count open streams, not allocated ones (see the module's docstring)
+                    ("grpc.http.overload_protection", 0)]
     return options
 
 

@@ -26,11 +26,11 @@ lone call on one busy core. A batch thread is not favoured on wake-up: it runs w
 the loop blocks, and gets the GIL with the CPU (2 switches a call). Results then come
 back in bursts, which grpc.aio serves more cheaply than one by one (a gRPC `def` API
 fell from ~1.2x the server CPU of the same `async def` one to below it), but unbounded
-bursts made grpc's overload protection count calls finished and not yet released
-against `grpc_max_concurrent_streams` and refuse streams the client was entitled to
-open (64 calls in flight, limit 100). So the loop bounds them: once `_YIELD_AT` calls
-wait, it yields the CPU (`os.sched_yield`, the GIL released) at the start of its next
-pass, and the threads take them.
+bursts hold many finished calls unreleased at once (grpc's overload protection, now
+off, counted those against `grpc_max_concurrent_streams`; see
+`tensorwire.grpc.connections`) and delay the loop's other work. So the loop bounds
+them: once `_YIELD_AT` calls wait, it yields the CPU (`os.sched_yield`, the GIL
+released) at the start of its next pass, and the threads take them.
 """
 
 from __future__ import annotations
