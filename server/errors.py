@@ -9,6 +9,7 @@ the protocol.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypedDict
 
@@ -161,6 +162,18 @@ class Overloaded(TensorwireError):
     grpc_code = "RESOURCE_EXHAUSTED"
 
 
+class InsufficientStorage(TensorwireError):
+    """No space left on device for the request's temporary files.
+
+    The server's disk (or its quota) is full: not the client's fault, and nothing the
+    request could change, so 507 (RFC 4918) rather than a bare 500; over gRPC the
+    resource that ran out, RESOURCE_EXHAUSTED.
+    """
+
+    http_status = 507
+    grpc_code = "RESOURCE_EXHAUSTED"
+
+
 class ServiceUnavailable(TensorwireError):
     """The service is not ready or is shutting down."""
 
@@ -203,7 +216,7 @@ ERROR_KIND_HEADER = "x-tensorwire-error"
 _SERVER_ERRORS: tuple[type[TensorwireError], ...] = (
     InvalidArgument, Unauthenticated, PermissionDenied, NotFound, MethodNotAllowed,
     NotAcceptable, PayloadTooLarge, UnsupportedMediaType, Cancelled, InternalError,
-    Unimplemented, Overloaded, ServiceUnavailable, DeadlineExceeded,
+    Unimplemented, Overloaded, ServiceUnavailable, DeadlineExceeded, InsufficientStorage,
 )
 _BY_HTTP: dict[int, type[TensorwireError]] = {}
 _BY_GRPC: dict[str, type[TensorwireError]] = {}
@@ -212,6 +225,27 @@ for _cls in _SERVER_ERRORS:
     _BY_GRPC.setdefault(_cls.grpc_code, _cls)
 _BY_GRPC["UNKNOWN"] = InternalError
 _BY_NAME: dict[str, type[TensorwireError]] = {c.__name__: c for c in _SERVER_ERRORS}
+
+
+#: errno values of a write that found the disk, or the user's quota, full.
+_STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def as_error(exc: BaseException) -> TensorwireError:
+    """What a server answers for `exc`, which handling a request raised: `exc` itself
+    when it is in the error model, InsufficientStorage when it is a write that found
+    the disk full (an upload spooled to the temp dir, a file the method wrote), else a
+    private InternalError. Transports call this for every failure they did not expect,
+    so that the one mapping lives here."""
+    if isinstance(exc, TensorwireError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_FULL:
+        # strerror names the cause; the path (a server-side temp name) is not shown.
+        why = (exc.strerror or "no space left on device").lower()
+        return InsufficientStorage(
+            f"insufficient storage on the server: {why} (writing the request's "
+            f"temporary files)")
+    return InternalError()
 
 
 def error_kind(exc: TensorwireError) -> str:

@@ -8,7 +8,7 @@ import logging
 
 import grpc
 
-from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, error_kind
+from ..errors import ERROR_KIND_HEADER, InternalError, TensorwireError, as_error, error_kind
 from ..wire.status import to_status
 
 
@@ -21,7 +21,7 @@ def failed(exc: BaseException, what: str, request_id: str,
             log.error("%s failed [%s]: %s", what, request_id, exc.message)
         return exc if exc.public else InternalError()
     log.error("%s failed [%s]", what, request_id, exc_info=exc)
-    return InternalError()
+    return as_error(exc)
 
 
 async def abort(context: grpc.aio.ServicerContext, err: TensorwireError,

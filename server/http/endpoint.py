@@ -27,6 +27,7 @@ from ..errors import (
     PayloadTooLarge,
     TensorwireError,
     UnsupportedMediaType,
+    as_error,
     error_kind,
 )
 from ..runtime.service import ServiceRuntime
@@ -147,7 +148,7 @@ class HttpEndpoint:
             return error_response(Cancelled(), request_id)
         log.error("%s %s failed [%s]", request.method, request.path, request_id,
                   exc_info=exc)
-        return error_response(InternalError(), request_id)
+        return error_response(as_error(exc), request_id)
 
     @property
     def handler(self) -> Handler:
@@ -341,7 +342,7 @@ class HttpEndpoint:
                 ctx.cancel()
             return resp
         except Exception as exc:
-            err = exc if isinstance(exc, TensorwireError) else InternalError()
+            err = as_error(exc)
             if not isinstance(exc, TensorwireError):
                 log.exception("stream %s failed", request.path)
             shown = err if err.public else InternalError()

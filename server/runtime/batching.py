@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..contract.descriptor import APISpec
-from ..errors import InternalError, InvalidArgument, Overloaded, TensorwireError
+from ..errors import InternalError, InvalidArgument, Overloaded, TensorwireError, as_error
 from ..wire.field_error import FieldError
 
 #: At a cap of 1, every this-many-th batch (with others waiting) may hold two items.
@@ -270,7 +270,7 @@ class Batcher:
             pieces = self.out_batch.split(output, sizes, self.out_dim)
         except Exception as exc:
             failure = exc
-            err = exc if isinstance(exc, TensorwireError) else InternalError()
+            err = as_error(exc)
             if not isinstance(exc, TensorwireError):
                 logging.getLogger("tensorwire.batching").error(
                     "%s: batch of %d failed", self.api.name, total, exc_info=exc)

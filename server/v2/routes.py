@@ -25,10 +25,10 @@ from ..codecs.v2_facet import Tensor
 from ..context import Context, Headers, RequestInfo
 from ..errors import (
     Cancelled,
-    InternalError,
     InvalidArgument,
     PayloadTooLarge,
     TensorwireError,
+    as_error,
 )
 from ..http.body import read_body
 from ..http.responses import error_response, from_http_exception, json_errors
@@ -187,9 +187,9 @@ class V2Routes:
             log.info("v2 %s: client went away [%s]: %s", model.name, ctx.request.id, exc)
             resp = _error(Cancelled(), ctx.request.id)
             return resp
-        except Exception:
+        except Exception as exc:
             log.exception("v2 %s failed [%s]", model.name, ctx.request.id)
-            resp = _error(InternalError(), ctx.request.id)
+            resp = _error(as_error(exc), ctx.request.id)
             return resp
         finally:
             ctx.close()

@@ -9,10 +9,14 @@ until it returns, then go).
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import subprocess
 import threading
 import time
 import typing as t
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -199,3 +203,86 @@ def test_uploads_run_concurrently_in_separate_dirs(tmp_path: Path) -> None:
             th.join(30)
         assert sorted(results) == list(range(1, 9))
         assert wait_for(lambda: not leftovers(root))
+
+
+# ------------------------------------------------------------------ a full disk
+#: The small filesystem a server's temp dir lives on in the full-disk test.
+FULL_DISK = "256k"
+_MOUNT = 'mount -t tmpfs -o size=' + FULL_DISK + ' tmpfs "$0" && exec "$@"'
+
+
+def _tmpfs_wrap(root: Path) -> tuple[str, ...]:
+    """A command that runs the server in its own mount namespace with `root` a
+    FULL_DISK tmpfs (a user namespace makes it work without privileges); skips the
+    test where this system allows neither."""
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", _MOUNT, str(root), "true"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"no tmpfs in a mount namespace here: {probe.stderr.strip()}")
+    return ("unshare", "-rm", "sh", "-c", _MOUNT, str(root))
+
+
+def test_a_full_disk_is_507_and_resource_exhausted_leaving_nothing(tmp_path: Path) -> None:
+    """Uploads spooled to, and files written in, a temp dir on a full filesystem: a 507
+    naming the cause with the request id over HTTP, RESOURCE_EXHAUSTED over gRPC and
+    the Open Inference Protocol's two routes; the space comes back at once."""
+    from tritonclient.utils import InferenceServerException
+
+    from tests.support.disk_service import Keeper
+    from tests.support.servers import spawn_cli
+    from tests.support.v2_calls import infer, texts
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    server = spawn_cli("tests.support.disk_service:Keeper", wrap=_tmpfs_wrap(root),
+                       env={"TENSORWIRE_TEMP_DIR": str(root)}, drain_output=True)
+    server.spec = tensorwire.get_service_spec(Keeper)
+    assert server.process is not None
+    inside = Path(f"/proc/{server.process.pid}/root") / root.relative_to("/")
+    big = b"\x00" * 1_000_000  # four times the filesystem
+    try:
+        # Native HTTP: an upload spooled to disk, and a file the method writes.
+        for protocol in ("aiohttp", "curl"):
+            reply = call(protocol, server, "keep", [file("upload", big)])
+            assert reply.status == 507, reply
+            assert "no space left on device" in reply.error, reply
+            assert str(root) not in reply.error  # no server path on the wire
+        resp = requests_post(server.http_url + "/scratch", {"size": 1_000_000})
+        assert resp["status"] == 507, resp
+        assert resp["json"]["request_id"] == resp["headers"]["X-Request-ID"], resp
+        assert resp["headers"]["x-tensorwire-error"] == "InsufficientStorage"
+        assert "no space left on device" in resp["json"]["error"], resp
+        # gRPC.
+        reply = call("grpc", server, "keep", [file("upload", big)])
+        assert reply.status == "RESOURCE_EXHAUSTED", reply
+        assert "no space left on device" in reply.error, reply
+        # The Open Inference Protocol, both routes.
+        with pytest.raises(InferenceServerException) as info:
+            infer("http-binary", server, "keep", {"upload": texts(big)})
+        assert info.value.status() == "507" and "no space left" in str(info.value)
+        with pytest.raises(InferenceServerException) as info:
+            infer("grpc", server, "keep", {"upload": texts(big)})
+        assert info.value.status() == "StatusCode.RESOURCE_EXHAUSTED", info.value
+        # Nothing left behind: no request dir, and room again for a small upload.
+        assert wait_for(lambda: not leftovers(inside)), leftovers(inside)
+        small = b"\x01" * 100_000
+        for protocol in ("aiohttp", "grpc"):
+            assert call(protocol, server, "keep", [file("upload", small)]).value == 100_000
+        assert infer("grpc", server, "keep", {"upload": texts(small)}).outputs
+        assert wait_for(lambda: not leftovers(inside)), leftovers(inside)
+        assert "Traceback" in server.output()  # the log keeps the whole story
+    finally:
+        server.stop()
+
+
+def requests_post(url: str, body: t.Any) -> dict[str, t.Any]:
+    """POST a JSON body; status, headers and the JSON answer."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return {"status": resp.status, "headers": dict(resp.headers),
+                    "json": json.loads(resp.read())}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "headers": dict(exc.headers),
+                "json": json.loads(exc.read())}

@@ -146,15 +146,17 @@ def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = 
 
 
 def spawn_cli(target: str, *extra: str, env: dict[str, str] | None = None,
-              http: bool = True, cwd: Path = ROOT, drain_output: bool = False
-              ) -> RunningServer:
+              http: bool = True, cwd: Path = ROOT, drain_output: bool = False,
+              wrap: tuple[str, ...] = ()) -> RunningServer:
     """`tensorwire serve TARGET` as a subprocess, waited on until /readyz answers 200.
 
     `drain_output`: read the process' output continuously into `.logs` / `.output()`
     (a chatty server, e.g. with access logs, would otherwise block on a full pipe).
+    `wrap`: a command that execs the server's (e.g. `unshare` with its arguments), so
+    the process is still the server's.
     """
     http_port, grpc_port = free_ports(2)
-    cmd = [sys.executable, "-m", "tensorwire", "serve", target,
+    cmd = [*wrap, sys.executable, "-m", "tensorwire", "serve", target,
            "--http-port", str(http_port), "--grpc-port", str(grpc_port), *extra]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 
 from tensorwire import errors
@@ -18,6 +21,7 @@ from tensorwire import errors
     (errors.Overloaded, 503, "RESOURCE_EXHAUSTED"),
     (errors.ServiceUnavailable, 503, "UNAVAILABLE"),
     (errors.DeadlineExceeded, 504, "DEADLINE_EXCEEDED"),
+    (errors.InsufficientStorage, 507, "RESOURCE_EXHAUSTED"),
 ])
 def test_each_error_has_one_http_status_and_one_grpc_code(cls, http, grpc):
     assert cls.http_status == http
@@ -41,3 +45,24 @@ def test_internal_errors_never_show_their_message():
     body = errors.InvalidArgument.at(["a", 0], "bad").to_dict()
     assert body == {"error": "a.0: bad", "detail": [{"loc": ["a", 0], "msg": "bad",
                                                        "type": "value_error"}]}
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_is_insufficient_storage_naming_the_cause(code):
+    exc = OSError(code, os.strerror(code), "/tmp/tensorwire-1-x/r1-ab/upload.part")
+    err = errors.as_error(exc)
+    assert type(err) is errors.InsufficientStorage and err.public
+    assert (err.http_status, err.grpc_code) == (507, "RESOURCE_EXHAUSTED")
+    assert os.strerror(code).lower() in err.message
+    assert "/tmp" not in err.message  # the server's path is not shown
+    assert type(errors.error_from_http(507, err.message)) is errors.InsufficientStorage
+    assert type(errors.error_from_grpc("RESOURCE_EXHAUSTED", "x",
+                                       kind="InsufficientStorage")) is errors.InsufficientStorage
+
+
+def test_other_failures_stay_private_internal_errors():
+    assert type(errors.as_error(OSError(errno.EACCES, "Permission denied"))) is \
+        errors.InternalError
+    assert type(errors.as_error(RuntimeError("secret"))) is errors.InternalError
+    bad = errors.InvalidArgument("x")
+    assert errors.as_error(bad) is bad
