@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import logging
 import sys
@@ -24,8 +25,9 @@ from ..version import __version__
 from . import loops
 from .contract import lock_problem, proto_command
 from .loader import ImportFailure, LoadError, failure_report, load_service, source_dir
+from .ports import BindError
 from .reload import Reloader
-from .serve import BindError, serve_forever
+from .serve import serve_forever
 from .sources import ConfigError, add_flags, explicit_values, flag_values, load_settings
 from .supervisor import Supervisor
 
@@ -36,6 +38,11 @@ log = logging.getLogger("tensorwire.serve")
 
 
 def _parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each command's own."""
     parser = argparse.ArgumentParser(
         prog="tensorwire", description="Serve typed Python model APIs over gRPC and HTTP.")
     parser.add_argument("--version", action="version", version=f"tensorwire {__version__}")
@@ -43,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve", help="serve a service over HTTP and gRPC",
+        # argparse's own usage line lists all 45 options: 37 lines above a typo's error
+        usage="%(prog)s [options] [MODULE:Class | path/to/file.py:Class]",
         description="Every option is also an env var (TENSORWIRE_<NAME>) and a key of the "
                     "--config TOML file; precedence: defaults < @service options < file < "
                     "env < flags.")
@@ -66,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
     oa = sub.add_parser("openapi", help="print the service's OpenAPI 3.1 document")
     oa.add_argument("target", help="MODULE:Class or path/to/file.py:Class")
-    return parser
+    return parser, {"serve": serve, "proto": proto, "openapi": oa}
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -78,8 +87,29 @@ def _error(message: str) -> None:
     print(f"tensorwire: error: {message}", file=sys.stderr)
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, each mistake reported by the parser of its own command.
+
+    argparse hands a subcommand's unknown arguments up to the top-level parser, whose
+    error shows `tensorwire [-h] [--version] {serve,proto,openapi} ...`: no help for a
+    typo after `serve`. Here the command's parser reports them, with its usage and the
+    option that was probably meant.
+    """
+    parser, commands = _build()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = commands[args.command]
+        known = [flag for action in command._actions for flag in action.option_strings]
+        close = [m for arg in unknown if arg.startswith("--")
+                 for m in difflib.get_close_matches(arg.split("=", 1)[0], known, n=1)]
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}; "
+                      f"see tensorwire {args.command} --help")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     if args.command == "serve":
         return _serve(args)
     if args.command == "proto" and args.types:

@@ -1,0 +1,34 @@
+"""The command line's own mistakes: each is reported by the parser of its command."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensorwire.ops.cli import parse
+
+
+def error_of(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_a_bad_flag_after_serve_shows_serves_usage_and_the_likely_flag(capsys):
+    err = error_of(["serve", "examples.quickstart:Quickstart", "--http-prot", "3001"], capsys)
+    assert err.startswith("usage: tensorwire serve [options]")
+    assert "tensorwire serve: error: unrecognized arguments: --http-prot 3001" in err
+    assert "did you mean --http-port?" in err
+    assert "{serve,proto,openapi}" not in err  # not the top-level usage
+    assert len(err.splitlines()) == 2  # not the 45 options' usage
+
+
+def test_a_bad_flag_after_proto_shows_protos_usage(capsys):
+    err = error_of(["proto", "m:C", "--chek", "dir"], capsys)
+    assert "tensorwire proto: error: unrecognized arguments: --chek dir" in err
+    assert "did you mean --check?" in err
+
+
+def test_good_command_lines_still_parse():
+    args = parse(["serve", "m:C", "--http-port", "3001", "--no-grpc"])
+    assert (args.service, args.http_port, args.grpc) == ("m:C", 3001, False)
