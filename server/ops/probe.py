@@ -3,7 +3,8 @@
 The container's HEALTHCHECK (python:slim has no curl). It reads the same settings as
 `tensorwire serve` (config file and `TENSORWIRE_*` env; not the server's flags) to find
 the port and whether TLS and auth are on, then asks `/readyz` (or gRPC health when HTTP
-is off) on the loopback address.
+is off) on the loopback address. It says what it found in one line: on stdout when the
+server is ready, on stderr why not (run by hand, a bare exit code 1 tells nothing).
 """
 
 from __future__ import annotations
@@ -22,9 +23,20 @@ from .sources import ConfigError, load_settings
 TIMEOUT = 3.0
 
 
-def http_ready(settings: Settings) -> bool:
+#: What every "not ready" line adds: the probe cannot see the flags `serve` was given.
+_SOURCES = ("the probe reads the TENSORWIRE_* variables, TENSORWIRE_CONFIG for a config "
+            "file, not the flags of tensorwire serve")
+
+
+def http_url(settings: Settings) -> str:
     scheme = "https" if settings.tls else "http"
-    request = urllib.request.Request(f"{scheme}://127.0.0.1:{settings.http_port}/readyz")
+    return f"{scheme}://127.0.0.1:{settings.http_port}/readyz"
+
+
+def http_problem(settings: Settings) -> str | None:
+    """Why the server does not answer /readyz with 200 (None: it does)."""
+    url = http_url(settings)
+    request = urllib.request.Request(url)
     if settings.auth_token and not settings.auth_open_health:
         request.add_header("Authorization", f"Bearer {settings.auth_token}")
     context = None
@@ -34,12 +46,20 @@ def http_ready(settings: Settings) -> bool:
         context.verify_mode = ssl.CERT_NONE
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+            return None if reply.status == 200 else f"{url} answered {reply.status}"
+    except urllib.error.HTTPError as exc:  # 503 while draining, 401 without the token
+        return f"{url} answered {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{url}: {getattr(reason, 'strerror', None) or reason}"
 
 
-def grpc_ready(settings: Settings) -> bool:
+def http_ready(settings: Settings) -> bool:
+    return http_problem(settings) is None
+
+
+def grpc_problem(settings: Settings) -> str | None:
+    """Why gRPC health does not answer SERVING (None: it does)."""
     target = f"127.0.0.1:{settings.grpc_port}"
     if settings.tls:
         assert settings.tls_cert
@@ -57,9 +77,16 @@ def grpc_ready(settings: Settings) -> bool:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=TIMEOUT, metadata=metadata)
-        except grpc.RpcError:
-            return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError as exc:
+            return f"gRPC health on {target}: {exc.code().name}: {exc.details()}"
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        return f"gRPC health on {target}: {status}"
+    return None
+
+
+def grpc_ready(settings: Settings) -> bool:
+    return grpc_problem(settings) is None
 
 
 def main() -> int:
@@ -68,8 +95,15 @@ def main() -> int:
     except ConfigError as exc:
         print(f"tensorwire.ops.probe: {exc}", file=sys.stderr)
         return 1
-    ready = http_ready(settings) if settings.http else grpc_ready(settings)
-    return 0 if ready else 1
+    if settings.http:
+        problem, where = http_problem(settings), http_url(settings)
+    else:
+        problem, where = grpc_problem(settings), f"gRPC health on 127.0.0.1:{settings.grpc_port}"
+    if problem is not None:
+        print(f"tensorwire.ops.probe: not ready: {problem} ({_SOURCES})", file=sys.stderr)
+        return 1
+    print(f"tensorwire.ops.probe: ready: {where}")
+    return 0
 
 
 if __name__ == "__main__":
