@@ -28,11 +28,14 @@ phase. bench/production_overhead.py measures both.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import contextvars
 import functools
 import importlib.metadata
 import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -54,6 +57,8 @@ _GRPC_CODES = {name: i for i, name in enumerate((
 _GRPC_SERVER_ERRORS = frozenset({"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL",
                                  "UNAVAILABLE", "DATA_LOSS"})
 _EXPORTER_GROUP = "opentelemetry_traces_exporter"
+#: Seconds the spans still queued when the process exits get to reach the collector.
+EXIT_FLUSH_TIMEOUT = 1.0
 
 
 class TracingUnavailable(RuntimeError):
@@ -255,11 +260,47 @@ def _provider(settings: Settings, service_name: str) -> Any:
     sampler = None  # the SDK's default reads OTEL_TRACES_SAMPLER
     if not os.environ.get("OTEL_TRACES_SAMPLER") and settings.trace_sample_rate < 1.0:
         sampler = ParentBased(TraceIdRatioBased(settings.trace_sample_rate))
-    provider = TracerProvider(resource=resource, sampler=sampler)
-    for exporter in _exporters():
+    # The SDK's own exit hook flushes without a bound (see `_shut_down`).
+    provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)
+    exporters = _exporters()
+    for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    atexit.register(_shut_down, provider, exporters, EXIT_FLUSH_TIMEOUT)
     return provider
+
+
+def _shut_down(provider: Any, exporters: list[Any], timeout: float) -> bool:
+    """Export the spans still queued at exit, for at most `timeout` seconds.
+
+    The SDK's exit hook waits for the export in progress, and OTLP retries an absent
+    collector with back-off until its own 10 s deadline: about 7 s of a stopped server
+    doing nothing. Past `timeout` the exporters are shut down, which ends their retries
+    at once; the spans not yet sent are dropped, with one warning. True: all exported.
+    """
+    worker = threading.Thread(target=provider.shutdown, name="tensorwire-trace-flush",
+                              daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not worker.is_alive():
+        return True
+    log.warning("tracing: spans not exported within %g s of shutdown (is the collector "
+                "at OTEL_EXPORTER_OTLP_ENDPOINT up?); dropping them", timeout)
+    quiet = _Quiet()
+    for exporter in exporters:
+        for cls in type(exporter).__mro__:  # their "aborting retry", "already shut down"
+            logging.getLogger(cls.__module__).addFilter(quiet)
+        with contextlib.suppress(Exception):
+            exporter.shutdown()
+    worker.join(timeout)
+    return False
+
+
+class _Quiet(logging.Filter):
+    """Drops OpenTelemetry's records once tensorwire has said what happened."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
 
 
 def _exporters() -> list[Any]:

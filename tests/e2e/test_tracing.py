@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import tensorwire
 from tensorwire.client import tracecontext as tc
-from tests.support.servers import ROOT, serving, spawn_cli, url_of
+from tests.support.servers import ROOT, free_ports, serving, spawn_cli, url_of
 
 EXPORTER = InMemorySpanExporter()
 PROVIDER = TracerProvider()
@@ -247,3 +247,20 @@ def test_tracing_without_the_extra_says_which_one():
                          cwd=ROOT, timeout=120)
     assert out.returncode == 2
     assert "--tracing needs OpenTelemetry: pip install 'tensorwire[otel]'" in out.stderr
+
+
+@pytest.mark.slow
+def test_no_collector_does_not_hold_up_shutdown():
+    """OTLP retries an absent collector for ~7 s: the exit flush gives up after 1 s."""
+    closed, _ = free_ports(2)
+    server = spawn_cli("examples.quickstart:Quickstart", "--tracing", drain_output=True,
+                       env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed}"})
+    with tensorwire.SyncClient(server.http_url) as client:
+        client.upper("traced")
+    assert server.process is not None
+    start = time.monotonic()
+    server.stop()
+    took = time.monotonic() - start
+    assert server.process.returncode == 0
+    assert "spans not exported within 1 s of shutdown" in server.output()
+    assert took < 5, took
