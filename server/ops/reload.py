@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ..settings import Settings
@@ -33,6 +34,32 @@ log = logging.getLogger("tensorwire.reload")
 #: Seconds a worker being replaced gets to finish its requests.
 RESTART_GRACE = 3.0
 EXIT_USAGE = 2
+#: Seconds between two looks at whether a new worker listens yet.
+ANNOUNCE_POLL = 0.1
+
+
+def where(settings: Settings) -> str:
+    """The addresses of a server, as its start-up line names them."""
+    scheme = "https" if settings.tls else "http"
+    parts = []
+    if settings.http:
+        base = f"{scheme}://{settings.host}:{settings.http_port}"
+        parts.append(f"HTTP on {base} (docs: {base}/docs)")
+    if settings.grpc:
+        parts.append(f"gRPC on {settings.host}:{settings.grpc_port}"
+                     + (" (TLS)" if settings.tls else ""))
+    return "; ".join(parts)
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections on (`host`, `port`); a wildcard bind
+    address is reached on the loopback."""
+    target = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        with socket.create_connection((target, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _free_port(host: str) -> int:
@@ -56,6 +83,7 @@ class Reloader:
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._generation = 0
 
     def run(self) -> int:
         try:
@@ -92,11 +120,29 @@ class Reloader:
         self._stop.set()
 
     def _start(self) -> None:
-        proc = start_worker(self.settings, {**os.environ}, self.explicit)
+        self._generation += 1  # the worker's id in its own log lines: 1, 2, ... per restart
+        env = {**os.environ, "TENSORWIRE_WORKER_ID": str(self._generation)}
+        proc = start_worker(self.settings, env, self.explicit)
         with self._lock:
             self._proc = proc
         threading.Thread(target=self._report_exit, args=(proc,), daemon=True,
                          name="tensorwire-reload-worker").start()
+        threading.Thread(target=self._announce, args=(proc,), daemon=True,
+                         name="tensorwire-reload-ready").start()
+
+    def _announce(self, proc: subprocess.Popen) -> None:
+        """Log where the server is once the new worker listens: the worker cannot (its
+        parent knows the ports it was handed, not it, which ports were `0`)."""
+        s = self.settings
+        port = s.http_port if s.http else s.grpc_port
+        while not self._stop.is_set() and proc.poll() is None:
+            with self._lock:
+                if self._proc is not proc:
+                    return  # replaced before it was ready
+            if _listening(s.host, port):
+                log.info("tensorwire reload: serving %s: %s", s.service, where(s))
+                return
+            time.sleep(ANNOUNCE_POLL)
 
     def _report_exit(self, proc: subprocess.Popen) -> None:
         """A worker that ends on its own (a mistake in the service) is reported; the

@@ -64,6 +64,11 @@ def test_a_saved_change_restarts_the_worker_on_the_same_ports(tmp_path: Path):
     assert "dev_svc.py changed; restarting" in output
     assert "failed in import: SyntaxError" in output  # the broken save's own report
     assert server.process.returncode == 0
+    # where it serves, once each worker listens, and which worker it is
+    assert output.count(f"serving dev_svc:Dev: HTTP on {server.http_url} (docs: "
+                        f"{server.http_url}/docs); gRPC on {server.grpc_target}") == 3
+    assert "worker 1 ready" in output and "worker 2 ready" in output
+    assert "worker ? ready" not in output
 
 
 def test_reload_refuses_several_workers():
