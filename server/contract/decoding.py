@@ -2,7 +2,9 @@
 
 Every transport ends here, so both protocols validate through the same pydantic model:
 HTTP hands over JSON bytes (parsed once, straight from bytes), multipart values or a
-root body's value; gRPC the values its codecs read from the message.
+root body's value; gRPC the values its codecs read from the message. Unknown fields are
+refused inside the user's models as at the top level (`closed`): the validators here are
+the closed ones wherever a user's model would have dropped them.
 """
 
 from __future__ import annotations
@@ -17,22 +19,27 @@ from ..codecs import MISSING, JsonText, pydantic_annotation
 from ..codecs.finite import MESSAGE, find_nonfinite
 from ..errors import InvalidArgument
 from ..wire.field_error import invalid_argument
+from .closed import closed_adapter_validator, closed_model_validator
 from .descriptor import APISpec
 
 
 class Decoder:
     """The validated arguments of one API, from whatever its transport extracted."""
 
-    __slots__ = ("_field_adapters", "_model", "_root", "_root_adapter", "_walk", "_walk_all",
-                 "api", "is_root")
+    __slots__ = ("_closed", "_field_adapters", "_model", "_root", "_root_adapter", "_walk",
+                 "_walk_all", "api", "is_root")
 
     def __init__(self, api: APISpec) -> None:
         self.api = api
         self.is_root = api.is_root
         self._model = api.input_model
+        #: The input model's closed validator (None: the model's own is closed already).
+        self._closed = closed_model_validator(api.input_model)
         self._root = api.root_field if api.is_root else None
-        self._root_adapter = api.root_adapter
-        self._field_adapters: dict[str, TypeAdapter[Any]] | None = None
+        self._root_adapter: Any = api.root_adapter
+        if api.root_adapter is not None:
+            self._root_adapter = closed_adapter_validator(api.root_adapter) or api.root_adapter
+        self._field_adapters: dict[str, Any] | None = None
         # Values pydantic's checks of this schema do not reach for NaN and infinity
         # (codecs.finite): models of the user's and JSON values; an `input_spec` model
         # is the user's own, so all of it.
@@ -45,7 +52,8 @@ class Decoder:
         if self.is_root:
             return self.decode_root(JsonText(body))
         try:
-            model = self._model.model_validate_json(body or b"{}")
+            model = (self._closed.validate_json(body or b"{}") if self._closed is not None
+                     else self._model.model_validate_json(body or b"{}"))
         except ValidationError as exc:
             raise invalid_argument(exc) from None
         return self._finite(model)
@@ -61,7 +69,8 @@ class Decoder:
         try:
             if any(type(v) is JsonText for v in values.values()):
                 values = {k: self._json_part(k, v) for k, v in values.items()}
-            model = self._model.model_validate(values)
+            model = (self._closed.validate_python(values) if self._closed is not None
+                     else self._model.model_validate(values))
         except ValidationError as exc:
             raise invalid_argument(exc) from None
         return self._finite(model)
@@ -87,7 +96,7 @@ class Decoder:
         call: one validation and one dict copy, where the general methods also scan
         for JsonText and call `_finite`."""
         model = self._model
-        validator = model.__pydantic_validator__
+        validator = self._closed or model.__pydantic_validator__
         # a model not fully built yet (a forward reference) has a stand-in validator
         # that model_validate rebuilds
         built = isinstance(validator, SchemaValidator)
@@ -132,12 +141,15 @@ class Decoder:
         except ValidationError as exc:
             raise invalid_argument(exc, prefix=(name,)) from None
 
-    def _adapters(self) -> dict[str, TypeAdapter[Any]]:
+    def _adapters(self) -> dict[str, Any]:
+        """Each field's own validator (a TypeAdapter's, closed where it holds models)."""
         if self._field_adapters is None:
-            self._field_adapters = {
-                f.name: TypeAdapter(Annotated[pydantic_annotation(f.annotation), f.info])
-                for f in self.api.fields
-            }
+            adapters: dict[str, Any] = {}
+            for f in self.api.fields:
+                adapter: TypeAdapter[Any] = TypeAdapter(
+                    Annotated[pydantic_annotation(f.annotation), f.info])
+                adapters[f.name] = closed_adapter_validator(adapter) or adapter
+            self._field_adapters = adapters
         return self._field_adapters
 
     def decode_root(self, value: Any) -> dict[str, Any]:

@@ -9,16 +9,20 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import aiohttp
 import pytest
+from pydantic import BaseModel, ConfigDict
 
+import tensorwire
 from examples.constrained import TextGenerator
 from examples.models import ReviewAnalyzer
 from examples.quickstart import Quickstart
 from tests.e2e.services import EVENTS, Probe
 from tests.support.http_calls import get, post, sse_events
 from tests.support.servers import serving
+from tests.support.uploads import call, field, file
 
 
 def test_unknown_route_is_404_json(servers):
@@ -62,6 +66,49 @@ def test_malformed_or_mistyped_json_is_400_with_detail(servers, body, fragment):
 def test_extra_field_names_its_location(servers):
     reply = post(servers[Quickstart].http_url + "/summarize", {"text": "a", "bogus": 1})
     assert reply.error_locs() == [["bogus"]]
+
+
+class Meta(BaseModel):
+    """A user's model, `extra` left unset (pydantic would drop unknown fields)."""
+
+    tags: list[str] = []
+
+
+class LooseMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tags: list[str] = []
+
+
+@tensorwire.service
+class Labelled:
+    @tensorwire.api
+    def label(self, doc: Path, meta: Meta, loose: LooseMeta | None = None) -> dict:
+        return {"tags": meta.tags, "extra": loose.model_extra if loose else None}
+
+
+@pytest.mark.parametrize(("route", "body", "loc"), [
+    ("/search", {"query": "red", "topk": 1}, ["topk"]),  # input_spec's top level
+    ("/analyze", {"params": {"text": "ok", "stars": 4, "tag": ["a"]}}, ["params", "tag"]),
+    ("/analyze", {"params": {"text": "ok", "stars": 4}, "param": 1}, ["param"]),
+])
+def test_unknown_json_fields_are_400_naming_them(servers, route, body, loc):
+    reply = post(servers[ReviewAnalyzer].http_url + route, body)
+    assert reply.status == 400, reply.text
+    assert reply.json()["detail"] == [
+        {"loc": loc, "msg": "Extra inputs are not permitted", "type": "extra_forbidden"}]
+    assert reply.json()["request_id"] == reply.headers["x-request-id"]
+
+
+def test_unknown_fields_in_a_multipart_json_part_are_400_unless_the_model_allows(servers):
+    server = servers[Labelled]
+    doc = file("doc", b"text", "a.txt")
+    reply = call("aiohttp", server, "label", [doc, field("meta", {"tag": ["a"]})])
+    assert reply.status == 400 and reply.locs == [["meta", "tag"]], reply
+    reply = call("aiohttp", server, "label", [doc, field("meta", {"tags": ["a"]}),
+                                              field("loose", {"tags": [], "z": 1})])
+    assert reply.value == {"tags": ["a"], "extra": {"z": 1}}, reply
+    reply = call("grpc", server, "label", [doc, field("meta", {"tags": ["a"]})])
+    assert reply.value == {"tags": ["a"], "extra": None}, reply
 
 
 def test_wrong_media_type_is_415(servers):

@@ -144,3 +144,21 @@ def test_draining_turns_readiness_off_on_both_protocols() -> None:
             assert info.value.status() == "503"
         finally:
             server.runtime.admission.draining = False
+
+
+def test_unknown_fields_in_a_users_model_are_invalid_argument() -> None:
+    """A model input is JSON in a BYTES element: a field its model does not declare is
+    refused (400 / INVALID_ARGUMENT naming it), as on the native routes."""
+    from examples.models import ReviewAnalyzer
+
+    bad = {"params": texts('{"text": "ok", "stars": 4, "tag": ["a"]}')}
+    good = {"params": texts('{"text": "ok", "stars": 4, "tags": ["a"]}')}
+    with serving(ReviewAnalyzer) as server:
+        for mode, status in (("http-binary", "400"), ("http-json", "400"),
+                             ("grpc", "StatusCode.INVALID_ARGUMENT")):
+            with pytest.raises(InferenceServerException) as info:
+                infer(mode, server, "analyze", bad)
+            assert info.value.status() == status, mode
+            assert "params.tag" in info.value.message(), info.value
+            assert infer(mode, server, "analyze", good).outputs["tags"].tolist() in (
+                [b'{"a":1}'], ['{"a":1}']), mode
