@@ -34,19 +34,12 @@ from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
 from ..v2 import Repository, V2Routes, V2Servicer
 from . import loops
+from .ports import cannot_listen, check_free
 
 log = logging.getLogger("tensorwire.serve")
 
 #: Seconds the servers get to close connections once the drain is over.
 CLOSE_TIMEOUT = 1.0
-
-
-class BindError(OSError):
-    """A port could not be listened on (in use, not permitted, no such address).
-
-    Its own class so that start-up reports it as such, and never mistakes another
-    OSError (a model's missing weights file in `__init__`) for a port problem.
-    """
 
 
 @dataclass
@@ -71,8 +64,14 @@ class Server:
 
     async def start(self) -> Bound:
         s = self.settings
-        await self.runtime.start()
         shared = s.workers > 1  # SO_REUSEPORT only when several workers share the ports
+        if not shared:  # a port in use is told before the model loads, in one line
+            # (several workers: their supervisor checked, and holds the ports)
+            if s.http:
+                check_free("HTTP", s.host, s.http_port)
+            if s.grpc:
+                check_free("gRPC", s.host, s.grpc_port)
+        await self.runtime.start()
         # The Open Inference Protocol on both ports, over the same runtime: the same
         # admission, limits, batching and security as the native routes.
         v2 = Repository(self.runtime) if s.v2 else None
@@ -95,20 +94,21 @@ class Server:
             try:
                 await site.start()
             except OSError as exc:
-                raise BindError(f"cannot listen for HTTP on {s.host}:"
-                                f"{s.http_port}: {exc.strerror or exc}") from exc
+                raise cannot_listen("HTTP", s.host, s.http_port,
+                                    str(exc.strerror or exc)) from exc
             sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
         if s.grpc:
-            extra = [ExtraService(inference.SERVICE_NAME, V2Servicer(v2).handler(),
+            extra = [ExtraService(inference.SERVICE_NAME, V2Servicer(v2).handler,
                                   inference.add_to_pool)] if v2 is not None else []
             self._grpc = GrpcServer(self.runtime, s, interceptors(s), extra)
             try:
                 self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port,
                                                        grpc_credentials(s))
             except (OSError, RuntimeError) as exc:  # grpcio raises RuntimeError for it
-                raise BindError(f"cannot listen for gRPC on {s.host}:{s.grpc_port}: "
-                                f"{exc}") from exc
+                if not shared:  # grpcio's message only says "Failed to bind": ask why
+                    check_free("gRPC", s.host, s.grpc_port)
+                raise cannot_listen("gRPC", s.host, s.grpc_port, str(exc)) from exc
             await self._grpc.start()
             await self._grpc.set_serving(True)
         return self.bound

@@ -4,9 +4,11 @@ Each worker is a fresh interpreter (`tensorwire.ops.worker` run by WORKER_BOOT, 
 C core does not survive fork after it started) that loads the service once and serves
 both protocols on the same ports as its siblings, via SO_REUSEPORT; the kernel spreads
 new connections across them. The supervisor reserves the ports first (a bound,
-non-listening SO_REUSEPORT socket, so port 0 resolves once for all workers and a port in
-use fails fast), hands each worker its settings as one JSON line on stdin (not argv or
-env: the auth token stays out of `ps`), and then watches:
+non-listening SO_REUSEPORT socket, so port 0 resolves once for all workers; before it, a
+probe without SO_REUSEPORT, so that a port held by any other server, one with workers of
+its own included, fails fast: `tensorwire.ops.ports`), hands each worker its settings
+as one JSON line on stdin (not argv or env: the auth token stays out of `ps`), and then
+watches:
 
 - a worker that dies is logged with its exit code or signal and restarted after a
   back-off (0.25 s doubling to 30 s; reset once a worker has run for a minute);
@@ -42,6 +44,7 @@ from prometheus_client import multiprocess
 
 from ..settings import Settings
 from ..telemetry.metrics import MULTIPROC_ENV
+from . import ports
 
 log = logging.getLogger("tensorwire.workers")
 
@@ -67,18 +70,11 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def reserve_port(host: str, port: int) -> socket.socket:
-    """Bind (without listening) an SO_REUSEPORT socket: the workers bind the same port."""
-    family, kind, proto, _, addr = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        sock.bind(addr)
-    except OSError as exc:
-        sock.close()
-        raise OSError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
-    return sock
+def reserve_port(host: str, port: int, protocol: str = "HTTP") -> socket.socket:
+    """Hold a port the workers will share (`tensorwire.ops.ports.reserve`): refused with
+    a `BindError` naming the port when anything else, another `--workers N` server
+    included, holds it already."""
+    return ports.reserve(protocol, host, port)
 
 
 #: A worker process ignores stop signals from its first instruction until its event loop
@@ -142,10 +138,10 @@ class Supervisor:
         s = self.settings
         try:
             if s.http:
-                self._sockets.append(reserve_port(s.host, s.http_port))
+                self._sockets.append(reserve_port(s.host, s.http_port, "HTTP"))
                 s.http_port = self._sockets[-1].getsockname()[1]
             if s.grpc:
-                self._sockets.append(reserve_port(s.host, s.grpc_port))
+                self._sockets.append(reserve_port(s.host, s.grpc_port, "gRPC"))
                 s.grpc_port = self._sockets[-1].getsockname()[1]
         except OSError as exc:
             self._close_sockets()

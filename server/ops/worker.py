@@ -28,7 +28,8 @@ from ..settings import Settings
 from ..telemetry import logs
 from . import loops
 from .loader import ImportFailure, LoadError, failure_report, load_service
-from .serve import BindError, Server, settle_heap
+from .ports import BindError
+from .serve import Server, settle_heap
 from .supervisor import EXIT_STARTUP
 
 log = logging.getLogger("tensorwire.worker")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -14,9 +16,9 @@ import pytest
 import tensorwire
 from tensorwire.telemetry.metrics import FLUSH_INTERVAL
 from tests.support.grpc_calls import GrpcCaller
-from tests.support.ops_http import post, sample, scrape, wait_for
+from tests.support.ops_http import post, request, sample, scrape, wait_for
 from tests.support.ops_service import Ops
-from tests.support.servers import spawn_cli
+from tests.support.servers import ROOT, spawn_cli
 
 pytestmark = pytest.mark.slow
 SPEC = tensorwire.get_service_spec(Ops)
@@ -119,16 +121,31 @@ def test_a_worker_that_cannot_start_stops_the_server():
     assert "failed to start (exit code 3) 5 times in a row; stopping the server" in output
 
 
-def test_a_port_in_use_fails_fast():
-    first = spawn_cli("tests.support.ops_service:Ops")
-    second = None
+def _serve_once(*args: str) -> subprocess.CompletedProcess[str]:
+    """`tensorwire serve` that is expected to stop by itself (within 30 s)."""
+    return subprocess.run([sys.executable, "-m", "tensorwire", "serve", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=30)
+
+
+@pytest.mark.parametrize(("first", "second", "protocol"), [
+    (1, 2, "HTTP"), (2, 1, "HTTP"), (2, 2, "HTTP"), (2, 2, "gRPC")])
+def test_a_second_server_on_the_ports_of_a_running_one_is_refused(first, second, protocol):
+    """However many workers either has. Two `--workers N` servers both set SO_REUSEPORT,
+    which Linux lets them share: the second one bound and took half the connections."""
+    running = spawn_cli("tests.support.ops_service:Ops", "--workers", str(first))
     try:
-        second = spawn_cli("tests.support.ops_service:Ops", "--workers", "2",
-                           "--http-port", str(first.http_port), http=False,
-                           drain_output=True)
-        assert second.process.wait(30) == 1
+        where = (["--http-port", str(running.http_port), "--grpc-port", str(running.grpc_port)]
+                 if protocol == "HTTP" else ["--no-http", "--grpc-port", str(running.grpc_port)])
+        try:
+            out = _serve_once("tests.support.ops_service:Ops", "--workers", str(second), *where)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the second server started on ports in use")
+        port = running.http_port if protocol == "HTTP" else running.grpc_port
+        assert out.returncode == 1, out.stderr
+        assert out.stderr.strip().splitlines() == [
+            f"tensorwire: error: cannot listen for {protocol} on 127.0.0.1:{port}: "
+            "address already in use"]
+        # the running server still has every connection to itself
+        assert request(f"{running.http_url}/readyz").status == 200
     finally:
-        if second is not None:
-            second.stop()
-        first.stop()
-    assert f"cannot bind 127.0.0.1:{first.http_port}" in second.output()
+        running.stop()
