@@ -296,6 +296,110 @@ def run_load(cmd: list[str], on_warm: Callable[[], None] | None = None,
     return result
 
 
+# ---------------------------------------------------------------------- failed calls
+#
+# A server that drops or refuses some calls can look fast: the calls it failed cost it
+# little, and a count of successes alone hides them (bench/real_model.py once printed
+# "met" while 12-18 % of its gRPC calls failed). So every load client counts each failed
+# call by kind, every table prints failures beside requests/s, and a target is met only
+# when its figure holds *and* no call failed.
+
+
+class Failures:
+    """The failed calls of one load run, by kind, and the first one's message.
+
+    Kinds read like `status 503`, `rpc UNAVAILABLE`, `exception TimeoutError`,
+    `short stream (3 of 64 chunks)` is filed as `short stream`, `error event`.
+    """
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, int] = {}
+        self.first: str | None = None
+
+    def add(self, kind: str, message: str = "", count: int = 1) -> None:
+        if count <= 0:
+            return
+        self.kinds[kind] = self.kinds.get(kind, 0) + count
+        if self.first is None:
+            self.first = f"{kind}: {message}"[:300] if message else kind
+
+    def exception(self, exc: BaseException) -> None:
+        """A call that raised: an RPC error is filed under its status code, anything
+        else (connection reset, client timeout, a bad answer) under its type."""
+        try:
+            code = exc.code().name  # type: ignore[attr-defined]  # grpc.RpcError
+            details = exc.details() or ""  # type: ignore[attr-defined]
+        except Exception:
+            self.add(f"exception {type(exc).__name__}", str(exc))
+        else:
+            self.add(f"rpc {code}", str(details))
+
+    @property
+    def total(self) -> int:
+        return sum(self.kinds.values())
+
+    def merge(self, other: Failures) -> None:
+        for kind, n in other.kinds.items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+        if self.first is None:
+            self.first = other.first
+
+    def report(self, warmup: Failures | None = None) -> dict[str, Any]:
+        """The fields a load client's JSON line carries: `errors` counts every failed
+        call, the warm-up's included (`warmup_errors` of them); `error_kinds` says what."""
+        total = Failures()
+        if warmup is not None:
+            total.merge(warmup)
+        total.merge(self)
+        return {"errors": total.total, "warmup_errors": warmup.total if warmup else 0,
+                "error_kinds": total.kinds, "first_error": total.first}
+
+
+def failed_calls(*results: dict[str, Any]) -> int:
+    """Failed calls of load results (missing counts, from older result files, are 0)."""
+    return sum(int(r.get("errors", 0) or 0) for r in results)
+
+
+def target_met(condition: bool, failed: int) -> bool:
+    """A target holds only when its figure does and not one call failed."""
+    return bool(condition) and failed == 0
+
+
+def verdict(met: bool, failed: int = 0, missed: str = "MISSED") -> str:
+    """How a target reads: `met`, `MISSED`, or `MISSED (N failed calls)`."""
+    if failed:
+        return f"{missed} ({failed} failed call{'' if failed == 1 else 's'})"
+    return "met" if met else missed
+
+
+def rps_and_failures(rps: float, failed: int) -> str:
+    """Requests/s with its failed calls beside it, as every progress line prints them."""
+    return f"rps={rps:>9.1f} failed={failed:<4d}"
+
+
+def wrk_result(raw: dict[str, Any], warmup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A wrk run (the JSON line of bench/load/post*.lua) in the load clients' format.
+
+    wrk counts every answered request in `requests`, error statuses (>= 400) included;
+    those, socket errors (connect, read, write) and timeouts (calls slower than wrk's 2 s,
+    counted even if they answer later) are failed calls. Requests/s counts the others;
+    wrk's latency percentiles cannot tell them apart and include failed answers.
+    """
+    elapsed = raw["duration_us"] / 1e6
+    failures = Failures()
+    for source in (warmup, raw):
+        for kind, n in (source or {}).get("errors", {}).items():
+            failures.add(f"wrk {kind}", count=n)
+    ok = max(0, raw["requests"] - raw["errors"]["status"])
+    out = {"requests": ok, "elapsed_s": elapsed, "rps": ok / elapsed,
+           "p50_ms": raw["p50_us"] / 1e3, "p90_ms": raw.get("p90_us", float("nan")) / 1e3,
+           "p99_ms": raw["p99_us"] / 1e3, "max_ms": raw.get("max_us", float("nan")) / 1e3,
+           "client_cpu_s": raw.get("client_cpu_s", float("nan"))}
+    out.update(failures.report())
+    out["warmup_errors"] = sum(warmup["errors"].values()) if warmup else 0
+    return out
+
+
 # ---------------------------------------------------------------------- stats
 
 

@@ -5,7 +5,11 @@
 
 Requests are pre-serialized bytes and replies are left as bytes (no serializers), so the
 client spends as little CPU as grpc.aio allows and sends identical bytes to both servers.
-Prints `WARM` after the warm-up, then one JSON line (percentiles over all samples).
+Prints `WARM` after the warm-up, then one JSON line (percentiles over the calls that
+succeeded). Every failed call is counted by kind (`errors`, `error_kinds`, warm-up
+included): an RPC error of any status, any other exception (the client's deadline too),
+and with `--expect-chunks N` a stream that ended with another number of messages.
+Requests/s and latencies count successful calls only.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 
 import grpc
 
-from bench.common import percentile
+from bench.common import Failures, percentile
 
 
 def _cpu() -> float:
@@ -48,6 +52,10 @@ async def run(args: argparse.Namespace) -> dict:
                 if first is None:
                     first = time.perf_counter() - t0
                 n += 1
+            if args.expect_chunks and n != args.expect_chunks:
+                stats["failures"].add("short stream" if n < args.expect_chunks
+                                      else "long stream", f"{n} of {args.expect_chunks}")
+                return
             stats["lat"].append(time.perf_counter() - t0)
             stats["ttfc"].append(first if first is not None else float("nan"))
             stats["tokens"] += n
@@ -58,15 +66,16 @@ async def run(args: argparse.Namespace) -> dict:
             while time.perf_counter() < deadline:
                 try:
                     await call(stats)
-                except grpc.RpcError:
-                    stats["errors"] += 1
+                except Exception as exc:  # every failure kind counts, none stops the load
+                    stats["failures"].exception(exc)
 
         def fresh() -> dict:
-            return {"lat": [], "ttfc": [], "errors": 0, "tokens": 0}
+            return {"lat": [], "ttfc": [], "failures": Failures(), "tokens": 0}
 
         await channel.channel_ready()
+        warm = fresh()
         deadline = time.perf_counter() + args.warmup
-        await asyncio.gather(*(loop(deadline, fresh()) for _ in range(args.concurrency)))
+        await asyncio.gather(*(loop(deadline, warm) for _ in range(args.concurrency)))
         print("WARM", flush=True)
         stats = fresh()
         cpu0 = _cpu()
@@ -78,7 +87,7 @@ async def run(args: argparse.Namespace) -> dict:
     lat = sorted(stats["lat"])
     out = {
         "requests": len(lat),
-        "errors": stats["errors"],
+        **stats["failures"].report(warm["failures"]),
         "elapsed_s": elapsed,
         "rps": len(lat) / elapsed,
         "p50_ms": percentile(lat, 50) * 1e3,
@@ -109,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--expect-chunks", type=int, default=0,
+                   help="with --stream: a stream of another length is a failed call")
     args = p.parse_args(argv)
     print(json.dumps(asyncio.run(run(args))), flush=True)
     return 0

@@ -4,8 +4,12 @@
 
 `concurrency` coroutines share one connection pool of that size, each sending requests
 back to back (closed loop, like wrk). Prints `WARM` after the warm-up, then one JSON line:
-unary: requests/s and latency percentiles over *all* samples; stream: tokens/s (SSE
-events) and time-to-first-chunk percentiles.
+unary: requests/s and latency percentiles over the calls that succeeded; stream: tokens/s
+(SSE events) and time-to-first-chunk percentiles. Every failed call is counted by kind
+(`errors`, `error_kinds`, warm-up included) and left out of requests/s and latencies: an
+answer other than 2xx, any exception (connection reset, the client's timeout, a broken
+stream), a stream carrying an `event: error`, and with `--expect-chunks N` a stream of
+another number of events.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ import time
 
 import aiohttp
 
-from bench.common import percentile
+from bench.common import Failures, percentile
+
+#: A call the server never answers fails after this long instead of hanging the load.
+TIMEOUT = aiohttp.ClientTimeout(total=60)
 
 
 def _cpu() -> float:
@@ -28,26 +35,29 @@ def _cpu() -> float:
 
 
 async def _unary(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict,
-                 stats: dict) -> None:
+                 stats: dict, expect: int = 0) -> None:
     t0 = time.perf_counter()
     async with session.post(url, data=body, headers=headers) as resp:
-        await resp.read()
-        ok = resp.status == 200
+        answer = await resp.read()
+    if not 200 <= resp.status < 300:
+        stats["failures"].add(f"status {resp.status}", answer[:200].decode(errors="replace"))
+        return
     stats["lat"].append(time.perf_counter() - t0)
-    if not ok:
-        stats["errors"] += 1
 
 
 async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict,
-                  stats: dict) -> None:
+                  stats: dict, expect: int = 0) -> None:
     t0 = time.perf_counter()
     first = None
     events = 0
-    tail = b""
+    tail = b""  # the last byte: a "\n\n" split across reads still ends one event
+    seen = b""  # the last bytes: an "event: error" split across reads is still seen
+    failed = False
     async with session.post(url, data=body, headers=headers) as resp:
-        if resp.status != 200:
-            await resp.read()
-            stats["errors"] += 1
+        if not 200 <= resp.status < 300:
+            answer = await resp.read()
+            stats["failures"].add(f"status {resp.status}",
+                                  answer[:200].decode(errors="replace"))
             return
         async for chunk in resp.content.iter_any():
             data = tail + chunk
@@ -56,6 +66,15 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, headers
                 first = time.perf_counter() - t0
             events += n
             tail = data[-1:]
+            seen = seen[-12:] + chunk
+            failed = failed or b"event: error" in seen
+    if failed:
+        stats["failures"].add("error event", "the server failed the stream mid-way")
+        return
+    if expect and events != expect:
+        stats["failures"].add("short stream" if events < expect else "long stream",
+                              f"{events} of {expect} events")
+        return
     stats["lat"].append(time.perf_counter() - t0)
     stats["ttfc"].append(first if first is not None else float("nan"))
     stats["tokens"] += events
@@ -66,16 +85,16 @@ async def run(args: argparse.Namespace) -> dict:
     headers = {"Content-Type": "application/json"}
     call = _stream if args.stream else _unary
     connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=TIMEOUT) as session:
         async def loop(deadline: float, stats: dict) -> None:
             while time.perf_counter() < deadline:
                 try:
-                    await call(session, args.url, body, headers, stats)
-                except aiohttp.ClientError:
-                    stats["errors"] += 1
+                    await call(session, args.url, body, headers, stats, args.expect_chunks)
+                except Exception as exc:  # every failure kind counts, none stops the load
+                    stats["failures"].exception(exc)
 
         def fresh() -> dict:
-            return {"lat": [], "ttfc": [], "errors": 0, "tokens": 0}
+            return {"lat": [], "ttfc": [], "failures": Failures(), "tokens": 0}
 
         warm = fresh()
         deadline = time.perf_counter() + args.warmup
@@ -91,7 +110,7 @@ async def run(args: argparse.Namespace) -> dict:
     lat = sorted(stats["lat"])
     out = {
         "requests": len(lat),
-        "errors": stats["errors"],
+        **stats["failures"].report(warm["failures"]),
         "elapsed_s": elapsed,
         "rps": len(lat) / elapsed,
         "p50_ms": percentile(lat, 50) * 1e3,
@@ -119,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--expect-chunks", type=int, default=0,
+                   help="with --stream: a stream of another number of events is a failure")
     args = p.parse_args(argv)
     print(json.dumps(asyncio.run(run(args))), flush=True)
     return 0

@@ -5,7 +5,8 @@
 
 What a production Python client of tensorwire sends: its own AsyncClient with its
 default channel pool (or `--channels N`). Prints `WARM` after the warm-up, then one JSON
-line (the format of `bench.load.grpc_client`).
+line (the format of `bench.load.grpc_client`): every call that raised, whatever the
+exception, is a failed call counted by kind; requests/s counts the others.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import sys
 import time
 
 import tensorwire
-from bench.common import percentile
-from tensorwire.errors import TensorwireError
+from bench.common import Failures, percentile
 
 
 def _cpu() -> float:
@@ -38,16 +38,17 @@ async def run(args: argparse.Namespace) -> dict:
                 t0 = time.perf_counter()
                 try:
                     await method(**kwargs)
-                except TensorwireError:
-                    stats["errors"] += 1
+                except Exception as exc:  # a typed server error or anything else: failed
+                    stats["failures"].exception(exc)
                     continue
                 stats["lat"].append(time.perf_counter() - t0)
 
         def fresh() -> dict:
-            return {"lat": [], "errors": 0}
+            return {"lat": [], "failures": Failures()}
 
+        warm = fresh()
         deadline = time.perf_counter() + args.warmup
-        await asyncio.gather(*(loop(deadline, fresh()) for _ in range(args.concurrency)))
+        await asyncio.gather(*(loop(deadline, warm) for _ in range(args.concurrency)))
         print("WARM", flush=True)
         stats = fresh()
         cpu0 = _cpu()
@@ -59,7 +60,7 @@ async def run(args: argparse.Namespace) -> dict:
     lat = sorted(stats["lat"])
     return {
         "requests": len(lat),
-        "errors": stats["errors"],
+        **stats["failures"].report(warm["failures"]),
         "elapsed_s": elapsed,
         "rps": len(lat) / elapsed,
         "p50_ms": percentile(lat, 50) * 1e3,
