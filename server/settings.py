@@ -106,8 +106,9 @@ class Settings:
     auth_open_health: bool = _opt(True, "with auth: health endpoints and gRPC health "
                                   "stay open (probes send no token)")
     auth_open_metrics: bool = _opt(False, "with auth: /metrics stays open")
-    auth_open_docs: bool = _opt(True, "with auth: /docs and /docs.json stay open, so "
-                                "Swagger UI loads and its Authorize button takes the token")
+    auth_open_docs: bool = _opt(False, "with auth: /docs.json and /schema.json (which map "
+                                "every API) stay open; /docs always loads and asks for the "
+                                "token before it fetches them")
     tls_cert: str | None = _opt(None, "PEM certificate (chain) file: serve HTTPS and "
                                 "TLS gRPC", metavar="FILE")
     tls_key: str | None = _opt(None, "PEM private key file of tls_cert", metavar="FILE")

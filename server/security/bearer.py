@@ -16,9 +16,13 @@ from ..errors import Unauthenticated
 HEALTH_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/v2/health/live",
                           "/v2/health/ready"})
 METRICS_PATH = "/metrics"
-#: Swagger UI's page, its assets and the OpenAPI document it loads (see http.docs).
-DOCS_PATHS = frozenset({"/docs", "/docs.json", "/docs/static/swagger-ui-bundle.js",
-                        "/docs/static/swagger-ui.css", "/docs/static/favicon-32x32.png"})
+#: Swagger UI's page and its assets: open with auth, for they map nothing; the page asks
+#: for the token before it fetches the OpenAPI document (see http.docs).
+DOCS_PAGE_PATHS = frozenset({"/docs", "/docs/static/swagger-ui-bundle.js",
+                             "/docs/static/swagger-ui.css", "/docs/static/favicon-32x32.png"})
+#: The documents that map every API (OpenAPI, the client contract): they need the token
+#: unless `auth_open_docs` opens them.
+CONTRACT_PATHS = frozenset({"/docs.json", "/schema.json"})
 GRPC_HEALTH_SERVICE = "grpc.health.v1.Health"
 
 

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ..http.responses import error_response
 from ..settings import Settings
-from .bearer import DOCS_PATHS, HEALTH_PATHS, METRICS_PATH, BearerAuth
+from .bearer import CONTRACT_PATHS, DOCS_PAGE_PATHS, HEALTH_PATHS, METRICS_PATH, BearerAuth
 
 log = logging.getLogger("tensorwire.http")
 
@@ -49,13 +49,16 @@ def auth_middleware(auth: BearerAuth, open_paths: Iterable[str]):
 
 
 def open_paths(health: bool, metrics: bool, docs: bool = False) -> set[str]:
-    paths: set[str] = set()
+    """The paths served without the token: Swagger UI's page and assets always (it asks
+    for the token itself), health and metrics as configured, and the contract documents
+    (`/docs.json`, `/schema.json`) only with `docs`; every API call needs the token."""
+    paths: set[str] = set(DOCS_PAGE_PATHS)
     if health:
         paths |= HEALTH_PATHS
     if metrics:
         paths.add(METRICS_PATH)
-    if docs:  # the page and the contract; every API call still needs the token
-        paths |= DOCS_PATHS
+    if docs:
+        paths |= CONTRACT_PATHS
     return paths
 
 

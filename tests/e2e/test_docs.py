@@ -4,36 +4,56 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+import tensorwire
 from examples.quickstart import Quickstart
+from tensorwire.errors import Unauthenticated
 from tests.support.http_calls import get, post
 from tests.support.servers import serving
 
 TOKEN = "docs-token"
+GOOD = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def test_with_auth_the_docs_load_and_declare_the_bearer_scheme():
+def test_with_auth_the_page_loads_and_the_contract_needs_the_token():
     with serving(Quickstart, auth_token=TOKEN) as server:
         url = server.http_url
         page = get(url + "/docs")
         assert page.status == 200 and "swagger-ui" in page.text
+        assert 'id="tw-token"' in page.text  # where it asks for the token
         assert get(url + "/docs/static/swagger-ui.css").status == 200
-        doc = get(url + "/docs.json")
+        # the documents that map every API need the token (issue 32)
+        for path in ("/docs.json", "/schema.json"):
+            closed = get(url + path)
+            assert closed.status == 401 and closed.json()["error"], path
+            assert "summarize" not in closed.text
+        doc = get(url + "/docs.json", headers=GOOD)
         assert doc.status == 200
         document = doc.json()
         assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
         assert document["security"] == [{"bearerAuth": []}]
-        # the APIs and the client contract still need the token
+        assert get(url + "/schema.json", headers=GOOD).status == 200
+        # and so do the APIs
         assert post(url + "/summarize", {"text": "a"}).status == 401
-        assert get(url + "/schema.json").status == 401
-        ok = post(url + "/summarize", {"text": "a"},
-                  headers={"Authorization": f"Bearer {TOKEN}"})
-        assert ok.status == 200
+        assert post(url + "/summarize", {"text": "a"}, headers=GOOD).status == 200
 
 
-def test_docs_can_be_closed_with_the_rest():
-    with serving(Quickstart, auth_token=TOKEN, auth_open_docs=False) as server:
-        assert get(server.http_url + "/docs").status == 401
-        assert get(server.http_url + "/docs.json").status == 401
+def test_the_option_opens_the_contract_documents_but_no_api():
+    with serving(Quickstart, auth_token=TOKEN, auth_open_docs=True) as server:
+        url = server.http_url
+        assert get(url + "/docs").status == 200
+        assert get(url + "/docs.json").status == 200
+        assert get(url + "/schema.json").status == 200
+        assert post(url + "/summarize", {"text": "a"}).status == 401
+
+
+def test_the_client_sends_its_token_to_discover_the_apis():
+    with serving(Quickstart, auth_token=TOKEN) as server:
+        with tensorwire.SyncClient(server.http_url, token=TOKEN) as client:
+            assert client.summarize(text="a b", max_words=1) == {"summary": "a", "words": 2}
+        with pytest.raises(Unauthenticated), tensorwire.SyncClient(server.http_url):
+            pass
 
 
 def test_behind_a_path_prefix_the_docs_link_relatively_and_name_the_prefix():

@@ -1,6 +1,7 @@
 """Swagger UI in a real browser: headless Chromium loads /docs of a server with auth on,
-authorizes with the bearer token through the Authorize dialog, runs a JSON API and a
-file-upload API from their "Try it out" forms, and reads the responses shown.
+gives the bearer token where the page asks for it before it fetches the OpenAPI document
+(closed by default), or through Swagger UI's Authorize dialog (`auth_open_docs`), runs a
+JSON API and a file-upload API from their "Try it out" forms, and reads the responses.
 
 Chromium is driven over the DevTools protocol (aiohttp's websocket client); the test is
 skipped where no Chromium is installed (Debian: `apt-get install chromium`).
@@ -114,7 +115,7 @@ true
 """
 
 
-async def _drive(url: str, devtools: str, upload: Path) -> dict[str, Any]:
+async def _drive(url: str, devtools: str, upload: Path, open_docs: bool) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{devtools}/json/list") as resp:
             tab = next(t for t in await resp.json() if t["type"] == "page")
@@ -123,22 +124,14 @@ async def _drive(url: str, devtools: str, upload: Path) -> dict[str, Any]:
             await page.send("Page.enable")
             await page.send("Page.navigate", url=f"{url}/docs")
             await page.js("new Promise(r => { const check = () => document.readyState === "
-                          "'complete' && window.ui ? r(true) : setTimeout(check, 100); "
-                          "check(); })")
+                          "'complete' ? r(true) : setTimeout(check, 100); check(); })")
             await page.js(HELPERS)
             out: dict[str, Any] = {}
-            # Authorize: the button exists only when the OpenAPI document has a scheme
-            await page.js("waitFor(() => document.querySelector('.btn.authorize'), "
-                          "'the Authorize button').then(b => b.click())")
-            await page.js(f"""(async () => {{
-                const input = await waitFor(
-                  () => document.querySelector('.auth-container input'), 'token input');
-                setValue(input, {json.dumps(TOKEN)});
-                document.querySelector('.auth-btn-wrapper button.authorize').click();
-                await waitFor(() => document.querySelector('.auth-btn-wrapper .btn-done'),
-                              'authorized');
-                document.querySelector('.auth-btn-wrapper .btn-done').click();
-                return true; }})()""")
+            if open_docs:
+                await _authorize_in_swagger_ui(page)
+            else:
+                out["asked"] = await _give_the_asked_token(page)
+
             # a JSON API
             out["greet"] = await page.js("""(async () => {
                 await openOp('greet');
@@ -164,11 +157,45 @@ async def _drive(url: str, devtools: str, upload: Path) -> dict[str, Any]:
             return out
 
 
-def test_swagger_ui_authorizes_and_runs_a_json_and_a_file_api(tmp_path):
+async def _give_the_asked_token(page: Page) -> dict[str, Any]:
+    """The page asks for the token before it loads the APIs: a wrong one is refused and
+    asked again, the right one shows them (and Swagger UI sends it on every call)."""
+    return await page.js(f"""(async () => {{
+        const form = await waitFor(() => !document.getElementById('tw-auth').hidden &&
+                                   document.getElementById('tw-auth'), 'the token form');
+        const before = !!document.querySelector('.opblock');
+        setValue(document.getElementById('tw-token'), 'wrong');
+        form.requestSubmit();
+        await waitFor(() => document.getElementById('tw-why').textContent, 'a refusal');
+        const refusal = document.getElementById('tw-why').textContent;
+        setValue(document.getElementById('tw-token'), {json.dumps(TOKEN)});
+        form.requestSubmit();
+        await waitFor(() => window.ui && op('greet'), 'the APIs');
+        return {{before, refusal}}; }})()""")
+
+
+async def _authorize_in_swagger_ui(page: Page) -> None:
+    """With the documents open, Swagger UI loads at once; its Authorize dialog takes the
+    token (the button exists only when the OpenAPI document has a scheme)."""
+    await page.js("waitFor(() => window.ui && document.querySelector('.btn.authorize'), "
+                  "'the Authorize button').then(b => b.click())")
+    await page.js(f"""(async () => {{
+        const input = await waitFor(
+          () => document.querySelector('.auth-container input'), 'token input');
+        setValue(input, {json.dumps(TOKEN)});
+        document.querySelector('.auth-btn-wrapper button.authorize').click();
+        await waitFor(() => document.querySelector('.auth-btn-wrapper .btn-done'),
+                      'authorized');
+        document.querySelector('.auth-btn-wrapper .btn-done').click();
+        return true; }})()""")
+
+
+@pytest.mark.parametrize("open_docs", [False, True], ids=["docs-closed", "docs-open"])
+def test_swagger_ui_authorizes_and_runs_a_json_and_a_file_api(tmp_path, open_docs):
     chromium = _chromium()
     upload = tmp_path / "notes.txt"
     upload.write_bytes(b"twelve bytes")
-    with serving(DocsDemo, auth_token=TOKEN) as server:
+    with serving(DocsDemo, auth_token=TOKEN, auth_open_docs=open_docs) as server:
         proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu",
              "--disable-background-networking", "--disable-component-update",
@@ -184,13 +211,16 @@ def test_swagger_ui_authorizes_and_runs_a_json_and_a_file_api(tmp_path):
                     devtools = f"http://{match.group(1)}"
                     break
             assert devtools, "Chromium did not start its DevTools endpoint"
-            out = asyncio.run(asyncio.wait_for(_drive(server.http_url, devtools, upload), 120))
+            out = asyncio.run(asyncio.wait_for(
+                _drive(server.http_url, devtools, upload, open_docs), 120))
         finally:
             proc.terminate()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    if not open_docs:
+        assert out["asked"] == {"before": False, "refusal": "That token was refused."}, out
     assert out["greet"]["status"] == "200", out
     assert json.loads(out["greet"]["body"]) == {"greeting": "hello chromium"}
     assert out["size"]["status"] == "200", out

@@ -60,7 +60,7 @@ def test_config_file_from_env_var(tmp_path):
     ({"TENSORWIRE_REQUEST_TIMEOUT": "2.5"}, "request_timeout", 2.5),
     ({"TENSORWIRE_AUTH_TOKEN": "s3cret"}, "auth_token", "s3cret"),
     ({"TENSORWIRE_ROOT_PATH": "/models/iris"}, "root_path", "/models/iris"),
-    ({"TENSORWIRE_AUTH_OPEN_DOCS": "off"}, "auth_open_docs", False),
+    ({"TENSORWIRE_AUTH_OPEN_DOCS": "on"}, "auth_open_docs", True),  # off by default
 ])
 def test_env_values_are_parsed_by_type(env, field, value):
     assert getattr(load_settings(env=env), field) == value
