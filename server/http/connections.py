@@ -31,7 +31,9 @@ without limit: idle sockets could use up a worker's file descriptors. Here:
   connection. Envoy's edge guide uses 300 s (`stream_idle_timeout`); uvicorn and
   aiohttp wait forever.
 
-`request_timeout` bounds the method once the request has arrived.
+`request_timeout` bounds the method once the request has arrived. What aiohttp answers on
+its own (a request line or header its parser refuses) is the error model's JSON, not its
+plain text (`GuardedHandler.handle_error`).
 Serve the app with `runner()` (it also turns off aiohttp's own inflation of compressed
 bodies, which `tensorwire.http.body` does in bounded steps).
 """
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +51,7 @@ from aiohttp import web
 
 from ..settings import Settings
 from .direct import DirectRoutes
+from .responses import error_response, from_protocol_error
 
 log = logging.getLogger("tensorwire.http")
 
@@ -197,6 +201,26 @@ class GuardedHandler(web.RequestHandler):
         self._body = None
         self._guard.open -= 1
         super().connection_lost(exc)
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500,
+                     exc: BaseException | None = None, message: str | None = None
+                     ) -> web.StreamResponse:
+        """aiohttp's own answer (a request its parser refused, a failure no handler
+        caught) as the error model's JSON with a request id, not its plain text; the
+        connection closes after it, as aiohttp's does."""
+        if request.writer.output_size > 0:  # an answer began: aiohttp raises for that
+            return super().handle_error(request, status, exc, message)
+        err = from_protocol_error(status, exc)
+        request_id = request.headers.get("X-Request-ID") or os.urandom(8).hex()
+        if status >= 500:
+            log.error("%s %s failed [%s]", request.method, request.path, request_id,
+                      exc_info=exc)
+        else:  # a client's malformed bytes: one line, not aiohttp's traceback
+            log.info("refused a malformed request from %s [%s]: %s", request.remote,
+                     request_id, err.message)
+        resp = error_response(err, request_id)
+        resp.force_close()
+        return resp
 
     def _waiting(self) -> bool:
         """Whether the connection is idle, waiting for a request (none being handled)."""

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from ..errors import (
     ERROR_KIND_HEADER,
     InternalError,
+    InvalidArgument,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -53,6 +56,29 @@ def from_http_exception(exc: web.HTTPException) -> TensorwireError:
     if exc.status == 405 and "Allow" in exc.headers:
         err.headers["Allow"] = exc.headers["Allow"]
     return err
+
+
+def from_protocol_error(status: int, exc: BaseException | None) -> TensorwireError:
+    """What aiohttp's protocol answers on its own (a request line or header its parser
+    refused, or a failure no handler caught), in the error model.
+
+    The message names the fault without quoting the client's bytes (aiohttp's own text
+    echoes the offending line); a 5xx is a plain InternalError.
+    """
+    if status >= 500:
+        return InternalError(status=status)
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else "the limit of"
+        why = f"a request line or header is longer than {limit} bytes"
+    elif isinstance(exc, HttpProcessingError) and exc.message:
+        why = str(exc.message).split("\n", 1)[0].strip().rstrip(":")
+    else:
+        try:
+            why = HTTPStatus(status).phrase
+        except ValueError:
+            why = "refused by the parser"
+    cls = PayloadTooLarge if status == 413 else InvalidArgument
+    return cls(f"malformed HTTP request: {why}", status=status)
 
 
 def json_errors(handler: Handler) -> Handler:
