@@ -7,12 +7,12 @@ protogen put the descriptions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
-from ..v1 import ROOT_INPUT, field_options_text, is_root_input
+from ..v1 import PACKAGE, PROTO_NAME, ROOT_INPUT, field_options_text, is_root_input
 from .parse import MAX_ENUM, MAX_FIELD
 
 _SCALARS = {
@@ -25,6 +25,24 @@ _SCALARS = {
 
 #: File options printed (in this order) when set: what generators for other languages read.
 _FILE_OPTIONS = ("go_package", "java_package", "csharp_namespace")
+
+
+def uses_vocabulary(fp: descriptor_pb2.FileDescriptorProto) -> bool:
+    """Whether the file names a type or an option of tensorwire/v1/types.proto."""
+    prefix = f".{PACKAGE}."
+
+    def fields(messages: Iterable[descriptor_pb2.DescriptorProto]
+               ) -> Iterator[descriptor_pb2.FieldDescriptorProto]:
+        for message in messages:
+            yield from message.field
+            yield from fields(message.nested_type)
+
+    for fd in fields(fp.message_type):
+        if fd.type_name.startswith(prefix) or (
+                fd.HasField("options") and field_options_text(fd.options)):
+            return True
+    return any(m.HasField("options") and is_root_input(m.options)
+               for service in fp.service for m in service.method)
 
 
 def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) -> str:
@@ -43,9 +61,14 @@ def render(fp: descriptor_pb2.FileDescriptorProto, header: str | None = None) ->
         out.append(f'option {name} = "{value}";')
     if options:
         out.append("")
-    for dep in fp.dependency:
+    # The descriptor always depends on types.proto (reflection clients read from it
+    # whether a server can mark root inputs); the text imports it only where used, as
+    # protoc warns about an unused import.
+    imports = [dep for dep in fp.dependency
+               if dep != PROTO_NAME or uses_vocabulary(fp)]
+    for dep in imports:
         out.append(f'import "{dep}";')
-    if fp.dependency:
+    if imports:
         out.append("")
 
     def type_ref(name: str) -> str:

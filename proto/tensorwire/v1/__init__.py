@@ -82,11 +82,12 @@ def is_root_input(options: Any) -> bool:
     return bool(_MethodOptions.FromString(data).Extensions[ROOT_INPUT])
 
 
-#: Field options (see types.proto): a Tensor field's declared dtype and shape, and the
-#: JSON Schema of a string field that holds JSON text.
+#: Field options (see types.proto): a Tensor field's declared dtype and shape, the
+#: JSON Schema of a string field that holds JSON text, and a required input.
 DTYPE_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.dtype")
 SHAPE_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.shape")
 JSON_SCHEMA_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.json_schema")
+REQUIRED_OPTION = POOL.FindExtensionByName(f"{PACKAGE}.required")
 _FieldOptions = message_factory.GetMessageClass(DTYPE_OPTION.containing_type)
 
 
@@ -100,6 +101,8 @@ class FieldHints:
     shape: tuple[int, ...] | None = None
     #: the JSON Schema (text) of a string field that holds JSON text
     json_schema: str | None = None
+    #: a request field whose input the API requires
+    required: bool = False
 
 
 def format_shape(dims: tuple[int, ...] | list[int]) -> str:
@@ -136,6 +139,13 @@ def json_field_options(json_schema: str) -> bytes:
     return options.SerializeToString()
 
 
+def required_field_options() -> bytes:
+    """Serialised FieldOptions marking a request field as a required input."""
+    options = _FieldOptions()
+    options.Extensions[REQUIRED_OPTION] = True
+    return options.SerializeToString()
+
+
 def _field_options(options: Any) -> Any:
     data = options if isinstance(options, bytes) else options.SerializeToString()
     return _FieldOptions.FromString(data)
@@ -149,7 +159,7 @@ def field_hints(options: Any) -> FieldHints:
              if opts.HasExtension(DTYPE_OPTION) else None)
     shape = parse_shape(ext[SHAPE_OPTION]) if opts.HasExtension(SHAPE_OPTION) else None
     schema = ext[JSON_SCHEMA_OPTION] if opts.HasExtension(JSON_SCHEMA_OPTION) else None
-    return FieldHints(dtype, shape, schema)
+    return FieldHints(dtype, shape, schema, bool(ext[REQUIRED_OPTION]))
 
 
 def field_options_text(options: Any) -> list[str]:
@@ -163,11 +173,13 @@ def field_options_text(options: Any) -> list[str]:
         if opts.HasExtension(ext):
             text = opts.Extensions[ext].replace("\\", "\\\\").replace('"', '\\"')
             out.append(f'({ext.full_name}) = "{text}"')
+    if opts.Extensions[REQUIRED_OPTION]:
+        out.append(f"({REQUIRED_OPTION.full_name}) = true")
     return out
 
 
 __all__ = ["DTYPE_OPTION", "FILE_PROTO", "FILE_PROTOS", "JSON_SCHEMA_OPTION", "POOL",
-           "ROOT_INPUT", "SHAPE_OPTION", "DType", "DataFrame", "FieldHints", "File", "Tensor",
-           "add_to_pool", "field_hints", "field_options_text", "format_shape",
-           "is_root_input", "json_field_options", "parse_shape", "root_input_options",
-           "tensor_field_options"]
+           "REQUIRED_OPTION", "ROOT_INPUT", "SHAPE_OPTION", "DType", "DataFrame",
+           "FieldHints", "File", "Tensor", "add_to_pool", "field_hints", "field_options_text",
+           "format_shape", "is_root_input", "json_field_options", "parse_shape",
+           "required_field_options", "root_input_options", "tensor_field_options"]

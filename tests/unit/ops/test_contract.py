@@ -200,8 +200,11 @@ def test_without_a_published_schema_json_only_the_proto_is_checked(tree: Path):
 def test_a_published_file_buf_cannot_compile_is_an_error(tree: Path):
     path = tree / "lockdemo/lockdemo.proto"
     # parses for the lock (our reader is lenient), but is no valid proto3
-    path.write_text(path.read_text().replace("optional int64 x = 1;",
-                                             "optional int64 x = 1; optional int64 y = 1;"))
+    text = path.read_text()
+    broken = text.replace("optional int64 x = 1 [(tensorwire.v1.required) = true];",
+                          "optional int64 x = 1; optional int64 y = 1;")
+    assert broken != text
+    path.write_text(broken)
     with pytest.raises(bufcli.BufError, match="cannot compile"):
         check(published_v1(), tree)
 
