@@ -29,8 +29,10 @@ class APIInfo:
     #: contract cannot tell (a single-field gRPC request from a server whose contract
     #: has no `tensorwire.v1.root_input` method option, such as an older tensorwire).
     root_input: bool | None
-    #: Required inputs where the contract says (HTTP); None where it does not (gRPC).
-    required: tuple[str, ...] | None = None
+    #: The inputs a call must give (no default): from `/schema.json` over HTTP, from the
+    #: `(tensorwire.v1.required)` field option over gRPC (a server older than that option
+    #: marks none).
+    required: tuple[str, ...] = ()
     #: The HTTP route or the gRPC method path.
     address: str = ""
 
@@ -54,7 +56,7 @@ class RemoteAPI:
     output: Any
     output_summary: str
     address: str
-    required: tuple[str, ...] | None = None
+    required: tuple[str, ...] = ()
     wire: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -124,6 +124,8 @@ def grpc_api(service: Any, method: Any, marked: bool | None = None,
         root=_root(method, fields, marked),
         stream=bool(getattr(method, "server_streaming", False)), output=output,
         output_summary=output.summary, address=f"/{service.full_name}/{method.name}",
+        required=tuple(fd.name for fd in request.fields
+                       if fd.has_options and tw_types.field_hints(fd.GetOptions()).required),
     )
     api.wire["request_cls"] = message_factory.GetMessageClass(request)
     api.wire["response_cls"] = message_factory.GetMessageClass(method.output_type)

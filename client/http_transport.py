@@ -50,7 +50,7 @@ def http_api(route: dict[str, Any]) -> RemoteAPI:
         schema = {k: v for k, v in inp.items() if k not in _ROOT_KEYS}
         kind = schema_kind(schema)
         fields = [RemoteField(inp.get("root_field") or "value", kind, kind.summary())]
-        required: tuple[str, ...] = ()
+        required: tuple[str, ...] = () if "default" in schema else (fields[0].name,)
     else:
         props = inp.get("properties") or {}
         fields = []

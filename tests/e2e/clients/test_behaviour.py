@@ -111,9 +111,10 @@ def test_list_apis_and_is_ready(servers, protocol):
         assert "exact" in apis["search"].inputs["mode"]
         assert client.is_ready() is True
         assert {"analyze", "search"} <= set(dir(client))
+        assert apis["search"].required == ("query",)  # top_k and mode have defaults
+        assert apis["shout"].required == ("text",)  # a root input without a default
         if protocol == "http":
             assert apis["analyze"].doc.startswith("Score one review")
-            assert apis["search"].required == ("query",)
         with tensorwire.SyncClient(url_of(servers[LanguageModel], protocol)) as llm:
             assert all(a.stream for a in llm.list_apis())
 

@@ -232,13 +232,13 @@ def test_the_tables_cover_every_api_of_every_example(example: str):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_list_apis_says_the_same_on_both_protocols(servers, example: str):
     """Docs, input and output type names of every example API: the HTTP contract
-    (schema.json) and the gRPC one (reflection) describe them alike. Only the address
-    differs, and whether inputs are required, which proto3 cannot say."""
+    (schema.json) and the gRPC one (reflection) describe them alike, required inputs
+    included (the `(tensorwire.v1.required)` field option). Only the address differs."""
     for service in _services(_example(example)):
         infos = {}
         for protocol in ("http", "grpc"):
             with tensorwire.SyncClient(url_of(servers[service], protocol)) as client:
-                infos[protocol] = [dataclasses.replace(a, address="", required=None)
+                infos[protocol] = [dataclasses.replace(a, address="")
                                    for a in client.list_apis()]
         assert infos["http"] == infos["grpc"]
         assert all(a.doc for a in infos["grpc"]), "every example API has a docstring"
