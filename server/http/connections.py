@@ -31,6 +31,10 @@ without limit: idle sockets could use up a worker's file descriptors. Here:
   connection. Envoy's edge guide uses 300 s (`stream_idle_timeout`); uvicorn and
   aiohttp wait forever.
 
+- `max_request_size`, announced: a request that waits for `100 Continue` (`Expect`) to
+  send a body whose Content-Length is over the limit is answered 413 at once, before
+  aiohttp's route would send the `100 Continue` that makes curl upload it all first.
+
 `request_timeout` bounds the method once the request has arrived. What aiohttp answers on
 its own (a request line or header its parser refuses) is the error model's JSON, not its
 plain text (`GuardedHandler.handle_error`).
@@ -47,8 +51,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.streams import EMPTY_PAYLOAD
+from aiohttp.web_protocol import _ErrInfo
 
+from ..errors import PayloadTooLarge
 from ..settings import Settings
 from .direct import DirectRoutes
 from .responses import error_response, from_protocol_error
@@ -78,6 +85,9 @@ class ConnectionGuard:
     max_connections: int
     body_timeout: float = 0.0
     retry_after: int = 1
+    #: Largest request body (`max_request_size`; 0: none): a body announced larger
+    #: with `Expect: 100-continue` is refused before it is sent.
+    max_request_size: int = 0
     #: Connections open now (the refused ones too, until they are closed).
     open: int = 0
     #: Refusals since the last warning (one line per `_WARN_EVERY` s, not one each).
@@ -90,7 +100,8 @@ class ConnectionGuard:
     @classmethod
     def from_settings(cls, settings: Settings) -> ConnectionGuard:
         return cls(settings.header_timeout, settings.max_connections,
-                   settings.http_body_timeout, settings.retry_after)
+                   settings.http_body_timeout, settings.retry_after,
+                   max_request_size=settings.max_request_size)
 
     def __post_init__(self) -> None:
         self.busy = _response(
@@ -184,8 +195,10 @@ class GuardedHandler(web.RequestHandler):
         if self._messages:
             if self._head_due is not None:
                 self._disarm()  # a whole head arrived in time
-            body = self._messages[-1][1]
-            if body is not self._body and not body.is_eof():
+            message, body = self._messages[-1]
+            if body is not self._body and not body.is_eof():  # a body is to come
+                if hdrs.EXPECT in message.headers and self._refuse_announced(message):
+                    return
                 self._last_read = self._loop.time()
                 self._watch_body(body)
         elif self._head_due is not None:
@@ -202,6 +215,21 @@ class GuardedHandler(web.RequestHandler):
         self._guard.open -= 1
         super().connection_lost(exc)
 
+    def _refuse_announced(self, message: Any) -> bool:
+        """Whether the request just parsed waits for `100 Continue` to send a body larger
+        than the limit; if so it becomes a 413 (through `handle_error`, as a request the
+        parser refused), so the client hears the refusal before it sends a byte of the
+        body, never a `100 Continue` (aiohttp's routes would send one first)."""
+        limit = self._guard.max_request_size
+        length = message.headers.get(hdrs.CONTENT_LENGTH)
+        if not limit or length is None or int(length) <= limit \
+                or message.headers[hdrs.EXPECT].lower() != "100-continue":
+            return False
+        refusal = PayloadTooLarge(f"request body of {length} bytes exceeds the limit of "
+                                  f"{limit} bytes")
+        self._messages[-1] = (_ErrInfo(413, refusal, refusal.message), EMPTY_PAYLOAD)
+        return True
+
     def handle_error(self, request: web.BaseRequest, status: int = 500,
                      exc: BaseException | None = None, message: str | None = None
                      ) -> web.StreamResponse:
@@ -216,8 +244,8 @@ class GuardedHandler(web.RequestHandler):
             log.error("%s %s failed [%s]", request.method, request.path, request_id,
                       exc_info=exc)
         else:  # a client's malformed bytes: one line, not aiohttp's traceback
-            log.info("refused a malformed request from %s [%s]: %s", request.remote,
-                     request_id, err.message)
+            log.info("refused a request from %s [%s]: %s", request.remote, request_id,
+                     err.message)
         resp = error_response(err, request_id)
         resp.force_close()
         return resp

@@ -65,6 +65,8 @@ def from_protocol_error(status: int, exc: BaseException | None) -> TensorwireErr
     The message names the fault without quoting the client's bytes (aiohttp's own text
     echoes the offending line); a 5xx is a plain InternalError.
     """
+    if isinstance(exc, TensorwireError):  # refused by tensorwire's own protocol checks
+        return exc
     if status >= 500:
         return InternalError(status=status)
     if isinstance(exc, LineTooLong):

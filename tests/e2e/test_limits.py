@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import grpc
@@ -12,6 +13,7 @@ import tensorwire
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, request, sample, scrape, wait_for
 from tests.support.ops_service import Ops
+from tests.support.raw_sockets import connect, parse_reply, read_until_closed
 from tests.support.servers import serving
 
 PROTOCOLS = ["http", "grpc"]
@@ -40,6 +42,43 @@ def test_request_size_limit(protocol):
         if protocol == "http":
             assert "exceeds the limit of 1024 bytes" in reply.json()["error"]
         assert call(server, protocol, "echo", {"text": "still serving"})[0]
+
+
+def _announce(port: int, length: int, path: str = "/echo", auth: str = "") -> bytes:
+    """Send a request head with `Expect: 100-continue` and `Content-Length: length`, no
+    body, and read what the server answers before any body byte is sent."""
+    with connect(port) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     f"\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n{auth}"
+                     "\r\n".encode())
+        return sock.recv(65536)
+
+
+@pytest.mark.parametrize("auth", [False, True], ids=["plain", "with-auth"])
+def test_an_announced_body_over_the_limit_is_413_before_any_100_continue(auth):
+    """curl sends `Expect: 100-continue` before a large upload: over the limit it must
+    hear 413 at once (and not upload the body), never a `100 Continue` first."""
+    token = "limit-token"
+    settings = {"auth_token": token} if auth else {}
+    header = f"Authorization: Bearer {token}\r\n" if auth else ""
+    with serving(Ops, max_request_size=1024, **settings) as server:
+        answer = _announce(server.http_port, 10**9, auth=header)
+        assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == b"413", answer
+        assert b"100 Continue" not in answer
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert b"Content-Type: application/json" in head
+        assert json.loads(body)["error"] == ("request body of 1000000000 bytes exceeds "
+                                             "the limit of 1024 bytes")
+        assert json.loads(body)["request_id"]
+        # within the limit the client is told to go on, and is answered
+        with connect(server.http_port) as sock:
+            body_bytes = b'{"text": "hi"}'
+            sock.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                         f"\r\nContent-Length: {len(body_bytes)}\r\nExpect: 100-continue"
+                         f"\r\nConnection: close\r\n{header}\r\n".encode())
+            assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            sock.sendall(body_bytes)
+            assert parse_reply(read_until_closed(sock, 10)).status == 200
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
