@@ -1,7 +1,7 @@
 """A trained CNN served for real: digit images or tensor batches in, labels and probabilities out.
 
     make serve SERVICE=examples.digits:Digits       # HTTP :3000, gRPC :50051
-    .venv/bin/python -m examples.digits_model        # writes x.npy, x.json, digit.png
+    .venv/bin/python -m examples.digits_model /tmp/digits && cd /tmp/digits  # x.npy, ...
 
     # a tensor batch [N, 1, 8, 8] float32: a .npy body or a JSON array
     curl -s localhost:3000/classify -H 'Content-Type: application/x-npy' --data-binary @x.npy
@@ -10,14 +10,17 @@
     curl -s localhost:3000/classify_images -F images=@digit.png -F images=@digit.png
 
 The network (`examples/digits_model.py`) was trained by `examples/train_digits.py` on
-scikit-learn's 8x8 digits; its weights are committed, so serving needs no training run.
+scikit-learn's 8x8 digits; its weights are committed, so serving needs no training run
+(`DIGITS_WEIGHTS=path/to/digits_cnn.pt` serves a retrained set instead).
 Both APIs are `batchable=True`: concurrent requests share one forward pass, on the GPU
 when there is one, and the batch's outputs come back to the host in one transfer.
 """
 
 from __future__ import annotations
 
+import os
 import typing as t
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -53,7 +56,7 @@ class Digits:
         # Loaded once per worker, onto the GPU when there is one; eval mode for inference
         # (inference mode itself is per thread: `predict` enters it where it computes).
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = load_model(WEIGHTS, self.device)
+        self.model = load_model(Path(os.environ.get("DIGITS_WEIGHTS") or WEIGHTS), self.device)
 
     def _predict(self, x: torch.Tensor) -> Prediction:
         # Outputs stay on the device: the runtime moves the whole batch's tensors to the

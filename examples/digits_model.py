@@ -10,13 +10,15 @@ network reads `count / 16`, a float32 in [0, 1], shaped `[N, 1, 8, 8]`.
 
     .venv/bin/python -m examples.digits_model [DIR]   # sample inputs for the curl examples
 
-writes four held-out digits as `x.npy` and `x.json` and the first as `digit.png`.
+writes four held-out digits as `x.npy` and `x.json` and the first as `digit.png` into
+DIR (default: `tensorwire-digits` in the system's temp folder, never the repository).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import typing as t
 from pathlib import Path
 
@@ -34,6 +36,8 @@ WEIGHTS = DATA / "digits_cnn.pt"
 HELDOUT = DATA / "digits_heldout.npz"
 CLASSES = 10
 SIDE = 8
+#: Where the sample inputs and a retraining go unless told: outside the repository.
+SCRATCH = Path(tempfile.gettempdir()) / "tensorwire-digits"
 
 
 class DigitsCNN(nn.Module):
@@ -121,5 +125,5 @@ def write_samples(folder: Path, count: int = 4) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for written in write_samples(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
+    for written in write_samples(Path(sys.argv[1]) if len(sys.argv) > 1 else SCRATCH):
         print(written)

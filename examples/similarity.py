@@ -2,7 +2,7 @@
 
     tensorwire serve examples.similarity:Similarity --threads 4
     curl -s localhost:3000/nearest -H 'Content-Type: application/json' \\
-         -d '{"queries": [[0.1, 0.2, ...128 numbers]], "k": 3}'
+         -d "{\\"queries\\": [[$(seq -s, 1 128)]], \\"k\\": 3}"   # one query of 128 numbers
 
 The work is one matrix product (BLAS) and a partial sort per request, and NumPy releases
 the GIL for both: `def` APIs run in the worker's thread pool (`--threads`), so one

@@ -1,7 +1,11 @@
 """Train the digits CNN served by `examples/digits.py`, reproducibly, in seconds on a CPU.
 
-    .venv/bin/python -m examples.train_digits              # writes examples/data/
+    .venv/bin/python -m examples.train_digits                     # into $TMPDIR/tensorwire-digits
     .venv/bin/python -m examples.train_digits --out /tmp/d --epochs 15 --seed 0
+    DIGITS_WEIGHTS=/tmp/d/digits_cnn.pt make serve SERVICE=examples.digits:Digits
+
+A run writes into a scratch folder, never over the committed weights; to replace those
+(a deliberate change, reviewed like code), say so: `--out examples/data`.
 
 The data is scikit-learn's bundled 8x8 digits (`load_digits`: it ships inside the
 package, nothing is downloaded; scikit-learn comes with the `examples` and `dev` extras,
@@ -26,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from examples.digits_model import DATA, DigitsCNN, predict
+from examples.digits_model import SCRATCH, DigitsCNN, predict
 
 WEIGHTS_NAME = "digits_cnn.pt"
 HELDOUT_NAME = "digits_heldout.npz"
@@ -55,7 +59,7 @@ def split(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return x_train, y_train, x_held, y_held
 
 
-def train(out: Path = DATA, *, epochs: int = 15, seed: int = 0, batch_size: int = 32,
+def train(out: Path = SCRATCH, *, epochs: int = 15, seed: int = 0, batch_size: int = 32,
           lr: float = 2e-3) -> Trained:
     """Train on the 80 % split, save `state_dict` and held-out split into `out`."""
     start = time.perf_counter()
@@ -92,13 +96,16 @@ def train(out: Path = DATA, *, epochs: int = 15, seed: int = 0, batch_size: int 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=DATA, help="folder for weights and split")
+    p.add_argument("--out", type=Path, default=SCRATCH,
+                   help=f"folder for weights and split (default {SCRATCH}; the committed "
+                        "ones are in examples/data)")
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     done = train(a.out, epochs=a.epochs, seed=a.seed)
     print(f"held-out accuracy {done.accuracy:.4f} ({done.seconds:.1f} s); "
-          f"wrote {done.weights} and {done.heldout}")
+          f"wrote {done.weights} and {done.heldout}\n"
+          f"serve them: DIGITS_WEIGHTS={done.weights} make serve SERVICE=examples.digits:Digits")
     return 0
 
 

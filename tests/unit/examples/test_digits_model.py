@@ -4,11 +4,17 @@ the training data was made."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
+from examples import train_digits
 from examples.digits_model import (
     HELDOUT,
     WEIGHTS,
@@ -19,6 +25,8 @@ from examples.digits_model import (
     to_image,
 )
 from examples.train_digits import train
+
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.timeout(600)  # a real training run on a shared 2-core machine
 
@@ -68,3 +76,27 @@ def test_any_size_and_mode_becomes_one_8x8_grey_digit():
     assert got.shape == (1, 8, 8)
     np.testing.assert_allclose(got[0, :, :2], 1.0, atol=1e-6)
     np.testing.assert_allclose(got[0, :, 2:], 0.0, atol=1e-6)
+
+
+def test_the_sample_script_writes_outside_the_folder_it_runs_in(tmp_path):
+    """`python -m examples.digits_model` used to write x.npy, x.json and digit.png into
+    the current folder: the repository root, when pasted from the README."""
+    scratch, cwd = tmp_path / "tmp", tmp_path / "repo"
+    scratch.mkdir()
+    cwd.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "examples.digits_model"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert list(cwd.iterdir()) == []
+    written = sorted(p.name for p in (scratch / "tensorwire-digits").iterdir())
+    assert written == ["digit.png", "x.json", "x.npy"], done.stdout
+
+
+def test_retraining_by_default_leaves_the_committed_weights_alone(tmp_path, monkeypatch, capsys):
+    before = WEIGHTS.read_bytes()
+    assert not train_digits.SCRATCH.resolve().is_relative_to(ROOT)
+    monkeypatch.setattr(train_digits, "SCRATCH", tmp_path)  # the default, made private
+    assert train_digits.main(["--epochs", "1"]) == 0
+    assert (tmp_path / "digits_cnn.pt").exists()
+    assert WEIGHTS.read_bytes() == before
+    assert f"DIGITS_WEIGHTS={tmp_path / 'digits_cnn.pt'}" in capsys.readouterr().out
