@@ -1,8 +1,10 @@
 """Load generator for bench/batching.py (its own process): N concurrent clients.
 
-Prints one JSON line: completed requests, errors, seconds and latency percentiles.
-HTTP load comes from `wrk` where installed (a Python client saturates its own core
-first and inflates the tail it measures), else from an aiohttp client.
+Prints one JSON line: successful requests, failed calls (`errors`, by kind in
+`error_kinds`: non-2xx answers, RPC errors, any exception, wrk's socket errors and
+timeouts), seconds and latency percentiles of the successful calls. HTTP load comes
+from `wrk` where installed (a Python client saturates its own core first and inflates
+the tail it measures), else from an aiohttp client.
 """
 
 from __future__ import annotations
@@ -12,19 +14,25 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import Failures
 
 X = np.arange(4, dtype=np.float32).reshape(1, 4)
 
 
-def summary(latencies: list[float], errors: int, seconds: float) -> dict:
+def summary(latencies: list[float], failures: Failures, seconds: float) -> dict:
     lat = sorted(latencies)
 
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
 
-    return {"requests": len(lat), "errors": errors, "seconds": seconds,
+    return {"requests": len(lat), **failures.report(), "seconds": seconds,
             "rps": len(lat) / seconds, "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
 
 
@@ -34,24 +42,28 @@ async def http_load(url: str, concurrency: int, seconds: float) -> dict:
     body = json.dumps({"x": X.tolist()}).encode()
     headers = {"Content-Type": "application/json"}
     latencies: list[float] = []
-    errors = 0
+    failures = Failures()
     stop = time.monotonic() + seconds
     connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    async with aiohttp.ClientSession(connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=30)) as session:
         async def client() -> None:
-            nonlocal errors
             while time.monotonic() < stop:
                 t0 = time.perf_counter()
-                async with session.post(url, data=body, headers=headers) as r:
-                    await r.read()
-                    if r.status != 200:
-                        errors += 1
-                        continue
+                try:
+                    async with session.post(url, data=body, headers=headers) as r:
+                        answer = await r.read()
+                except Exception as exc:  # every failure kind counts, none stops the load
+                    failures.exception(exc)
+                    continue
+                if not 200 <= r.status < 300:
+                    failures.add(f"status {r.status}", answer[:200].decode(errors="replace"))
+                    continue
                 latencies.append(time.perf_counter() - t0)
 
         start = time.monotonic()
         await asyncio.gather(*(client() for _ in range(concurrency)))
-    return summary(latencies, errors, time.monotonic() - start)
+    return summary(latencies, failures, time.monotonic() - start)
 
 
 async def grpc_load(target: str, method: str, concurrency: int, seconds: float) -> dict:
@@ -66,25 +78,24 @@ async def grpc_load(target: str, method: str, concurrency: int, seconds: float) 
     payload = request.SerializeToString()
     wire = b"\x0a" + _varint(len(payload)) + payload
     latencies: list[float] = []
-    errors = 0
+    failures = Failures()
     stop = time.monotonic() + seconds
     async with grpc.aio.insecure_channel(target) as channel:
         call = channel.unary_unary(method)
 
         async def client() -> None:
-            nonlocal errors
             while time.monotonic() < stop:
                 t0 = time.perf_counter()
                 try:
                     await call(wire, timeout=30)
-                except grpc.aio.AioRpcError:
-                    errors += 1
+                except Exception as exc:  # RPC errors and anything else: a failed call
+                    failures.exception(exc)
                     continue
                 latencies.append(time.perf_counter() - t0)
 
         start = time.monotonic()
         await asyncio.gather(*(client() for _ in range(concurrency)))
-    return summary(latencies, errors, time.monotonic() - start)
+    return summary(latencies, failures, time.monotonic() - start)
 
 
 def _varint(n: int) -> bytes:
@@ -103,7 +114,6 @@ def wrk_load(url: str, concurrency: int, seconds: float) -> dict | None:
     import os
     import shutil
     import subprocess
-    from pathlib import Path
 
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -113,10 +123,14 @@ def wrk_load(url: str, concurrency: int, seconds: float) -> dict | None:
         [wrk, "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "--latency", "-s", str(script),
          url], capture_output=True, text=True, check=True,
         env={**os.environ, "BENCH_BODY": json.dumps({"x": X.tolist()})})
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["rps"] = result["requests"] / result["seconds"]
-    result["load"] = "wrk"
-    return result
+    raw = json.loads(out.stdout.strip().splitlines()[-1])
+    failures = Failures()
+    for kind, n in raw["errors"].items():
+        failures.add(f"wrk {kind}", count=n)
+    ok = max(0, raw["requests"] - raw["errors"]["status"])  # error answers are not served
+    return {"requests": ok, **failures.report(), "seconds": raw["seconds"],
+            "rps": ok / raw["seconds"], "p50_ms": raw["p50_ms"], "p99_ms": raw["p99_ms"],
+            "load": "wrk"}
 
 
 def main() -> int:

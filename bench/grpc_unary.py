@@ -81,7 +81,9 @@ def check_same_answer(procs: dict[str, tuple[Proc, str]], method: str, request: 
 
 def measure_grpc(pin: Pinning, target: str, method: str, request: bytes, concurrency: int,
                  duration: float, warmup: float, proc: Proc, max_wait: float,
-                 stream: bool = False) -> dict[str, Any]:
+                 stream: bool = False, expect_chunks: int = 0) -> dict[str, Any]:
+    """One load run of bench.load.grpc_client (a stream of another length than
+    `expect_chunks`, when given, is a failed call)."""
     cpu: dict[str, Any] = {}
     waited = wait_quiet(pin.cores(), max_wait=max_wait)
 
@@ -93,7 +95,9 @@ def measure_grpc(pin: Pinning, target: str, method: str, request: bytes, concurr
            "--method", method, "--request-hex", request.hex(),
            "--concurrency", str(concurrency), "--duration", str(duration),
            "--warmup", str(warmup)]
-    result = run_load([*cmd, "--stream"] if stream else cmd, on_warm=mark)
+    if stream:
+        cmd += ["--stream", "--expect-chunks", str(expect_chunks)]
+    result = run_load(cmd, on_warm=mark)
     return finish(result, proc, pin, cpu, waited)
 
 

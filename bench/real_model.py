@@ -3,6 +3,8 @@
     .venv/bin/python bench/real_model.py             # full run (~15 min; the first also
                                                      # builds .venv-bentoml, ~3 min)
     .venv/bin/python bench/real_model.py --quick     # one short round per case
+    .venv/bin/python bench/real_model.py --concurrency 64 --runs 5 --without-bentoml
+                                                     # five runs in a row, fresh servers
 
 One held-out digit per request (`[1, 1, 8, 8]` float32), 1, 16 and 64 closed-loop
 clients, over HTTP (the same JSON body to every server) and gRPC, side by side in one
@@ -24,8 +26,13 @@ core. Batch size cap 64 everywhere; BentoML keeps its default `max_latency_ms` (
 it never refuses for time) unless `--bentoml-latency-ms` says otherwise, and its access
 log is turned off, as tensorwire's is by default. Before anything is measured every
 server must answer the held-out digits with the labels and probabilities of offline
-inference (to 1e-6). Reports requests/s, p50 and p99 (medians over rounds), server CPU
-per request and the targets; writes bench/results/real_model.json.
+inference (to 1e-6). Reports requests/s with the failed calls beside them (every
+failed call is counted by the load clients, by kind; a target is met only when no call to
+the servers it compares failed), p50 and p99 (medians over rounds), server CPU per
+request, the mean batch (items per model call over all rounds) and the targets; with
+`--runs N` the whole measurement runs N times in a row, each with fresh servers, and each
+run's mean batch, requests/s and failed calls are printed. Writes
+bench/results/real_model.json.
 """
 
 from __future__ import annotations
@@ -57,13 +64,18 @@ from bench.common import (
     Proc,
     busy_share,
     core_times,
+    failed_calls,
     free_port,
     http_ready,
     machine_info,
+    rps_and_failures,
     run_load,
     table,
+    target_met,
+    verdict,
     wait_quiet,
     write_results,
+    wrk_result,
 )
 
 BENTO_VENV = ROOT / ".venv-bentoml"
@@ -80,6 +92,7 @@ CHECK_DIGITS = 8
 ATOL = 1e-6
 SERVERS = ("tw-batched", "tw-unbatched", "bentoml")
 METRICS = ("rps", "p50_ms", "p99_ms", "server_us_per_req", "foreign_cpu")
+NAN = float("nan")
 
 
 # ---------------------------------------------------------------------- BentoML's venv
@@ -142,13 +155,11 @@ def tensorwire_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [PY, "-m", "tensorwire"]
 
 
-def make_servers(pin: Pinning, bento_python: Path, home: Path, latency_ms: int
+def make_servers(pin: Pinning, bento_python: Path | None, home: Path, latency_ms: int
                  ) -> dict[str, dict[str, Any]]:
-    """name -> {proc, http, grpc, method}: every server of the run, not yet started."""
+    """name -> {proc, http, grpc, method}: every server of the run, not yet started
+    (BentoML's two only with its venv)."""
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    bentoml = str(bento_python.with_name("bentoml"))
-    knobs = {"BENTOML_HOME": str(home), "BENTOML_DIGITS_BATCH": "64",
-             "BENTOML_DIGITS_LATENCY_MS": str(latency_ms), **threads}
     out: dict[str, dict[str, Any]] = {}
     for name, target in (("tw-batched", "examples.digits:Digits"),
                          ("tw-unbatched", "bench.real_model_service:DigitsUnbatched")):
@@ -158,6 +169,11 @@ def make_servers(pin: Pinning, bento_python: Path, home: Path, latency_ms: int
                                           str(grpc), "--log-level", "warning"], env=threads),
                      "http": f"http://127.0.0.1:{http}", "grpc": f"127.0.0.1:{grpc}",
                      "target": target}
+    if bento_python is None:
+        return out
+    bentoml = str(bento_python.with_name("bentoml"))
+    knobs = {"BENTOML_HOME": str(home), "BENTOML_DIGITS_BATCH": "64",
+             "BENTOML_DIGITS_LATENCY_MS": str(latency_ms), **threads}
     http = free_port()
     out["bentoml-http"] = {"proc": Group("bentoml-http", [
         *pin.prefix("server"), bentoml, "serve", "bench.baselines.bentoml_digits:DigitsBento",
@@ -211,8 +227,8 @@ def post_json(url: str, body: bytes) -> Any:
         return json.loads(r.read())
 
 
-def check_answers(servers: dict[str, dict[str, Any]], x: np.ndarray, bento_python: Path,
-                  home: Path) -> dict[str, bool]:
+def check_answers(servers: dict[str, dict[str, Any]], x: np.ndarray,
+                  bento_python: Path | None, home: Path) -> dict[str, bool]:
     """Every server, on both protocols, answers the held-out digits as offline inference."""
     import tensorwire
 
@@ -230,6 +246,21 @@ def check_answers(servers: dict[str, dict[str, Any]], x: np.ndarray, bento_pytho
             answers = [client.classify(x[i:i + 1]) for i in range(len(x))]
         got[f"{name} grpc"] = ([int(a["label"][0]) for a in answers],
                                [a["probabilities"][0].tolist() for a in answers])
+    if bento_python is not None:
+        got.update(check_bentoml(servers, x, bento_python, home))
+    result = {}
+    for key, (labels, probs) in got.items():
+        result[key] = bool(np.array_equal(np.asarray(labels), want_labels) and np.allclose(
+            np.asarray(probs, dtype=np.float64), want_probs, rtol=0, atol=ATOL))
+    if not all(result.values()):
+        raise RuntimeError(f"a server disagrees with offline inference: {result}")
+    return result
+
+
+def check_bentoml(servers: dict[str, dict[str, Any]], x: np.ndarray, bento_python: Path,
+                  home: Path) -> dict[str, tuple[list, list]]:
+    """BentoML's answers to the held-out digits over HTTP and gRPC."""
+    got: dict[str, tuple[list, list]] = {}
     items = [post_json(servers["bentoml-http"]["http"] + "/classify",
                        json.dumps(x[i:i + 1].tolist()).encode())[0] for i in range(len(x))]
     got["bentoml http"] = ([v["label"] for v in items], [v["probabilities"] for v in items])
@@ -239,13 +270,7 @@ def check_answers(servers: dict[str, dict[str, Any]], x: np.ndarray, bento_pytho
                          env=bento_env({"BENTOML_HOME": str(home)}), cwd=ROOT)
     v = json.loads(out.stdout.strip().splitlines()[-1])
     got["bentoml grpc"] = (v["label"], v["probabilities"])
-    result = {}
-    for key, (labels, probs) in got.items():
-        result[key] = bool(np.array_equal(np.asarray(labels), want_labels) and np.allclose(
-            np.asarray(probs, dtype=np.float64), want_probs, rtol=0, atol=ATOL))
-    if not all(result.values()):
-        raise RuntimeError(f"a server disagrees with offline inference: {result}")
-    return result
+    return got
 
 
 # ---------------------------------------------------------------------- load
@@ -277,15 +302,10 @@ def measure(args: argparse.Namespace, pin: Pinning, proc: Proc, load: list[str],
             marks["batches"] = batch_counts(batches_from)
 
     if wrk:
-        run_load([*load, f"-d{max(1, round(args.warmup))}s"])
+        warm = run_load([*load, f"-d{max(1, round(args.warmup))}s"])
         mark()
-        raw = run_load([*load, f"-d{max(1, round(args.duration))}s"])
-        elapsed = raw["duration_us"] / 1e6
-        res = {"requests": raw["requests"], "errors": sum(raw["errors"].values()),
-               "elapsed_s": elapsed, "rps": raw["requests"] / elapsed,
-               "p50_ms": raw["p50_us"] / 1e3, "p99_ms": raw["p99_us"] / 1e3,
-               "max_ms": raw["max_us"] / 1e3}
-        client = raw["client_cpu_s"] / elapsed
+        res = wrk_result(run_load([*load, f"-d{max(1, round(args.duration))}s"]), warm)
+        client = res["client_cpu_s"] / res["elapsed_s"]
     else:
         res = run_load(load, on_warm=mark)
         client = res["client_cpu"]
@@ -299,7 +319,8 @@ def measure(args: argparse.Namespace, pin: Pinning, proc: Proc, load: list[str],
     if batches_from:
         total, count = batch_counts(batches_from)
         t0, c0 = marks["batches"]
-        res["mean_batch"] = (total - t0) / (count - c0) if count > c0 else float("nan")
+        res["batch_items"], res["batches"] = total - t0, count - c0
+        res["mean_batch"] = (total - t0) / (count - c0) if count > c0 else NAN
     res["waited_quiet_s"] = waited
     return res
 
@@ -346,65 +367,124 @@ def tensorwire_requests(servers: dict[str, dict[str, Any]], x: np.ndarray) -> di
 # ---------------------------------------------------------------------- report
 
 
-def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Medians over rounds per server, and the medians of per-round ratios."""
+def summarize(rounds: list[dict[str, dict[str, Any]]], names: tuple[str, ...] = SERVERS
+              ) -> dict[str, Any]:
+    """Medians over rounds per server, the medians of per-round ratios, every server's
+    failed calls (all rounds, warm-up included), and the batched server's mean batch: the
+    items of all its model calls over the rounds / the number of calls."""
     def med(values: list[float]) -> float:
         values = [v for v in values if v == v]
-        return statistics.median(values) if values else float("nan")
+        return statistics.median(values) if values else NAN
+
+    def ratio(a: str, b: str, metric: str = "rps") -> float:
+        return med([r[a][metric] / r[b][metric] for r in rounds if r[b][metric]])
 
     out: dict[str, Any] = {}
-    for name in SERVERS:
-        out[name] = {m: med([r[name].get(m, float("nan")) for r in rounds]) for m in METRICS}
-        out[name]["errors"] = sum(r[name]["errors"] for r in rounds)
+    for name in names:
+        out[name] = {m: med([r[name].get(m, NAN) for r in rounds]) for m in METRICS}
+        out[name]["errors"] = sum(failed_calls(r[name]) for r in rounds)
         if name == "tw-batched":
-            out[name]["mean_batch"] = med([r[name].get("mean_batch", float("nan"))
-                                           for r in rounds])
-    out["batched_vs_bentoml_rps"] = med([r["tw-batched"]["rps"] / r["bentoml"]["rps"]
-                                         for r in rounds if r["bentoml"]["rps"]])
-    out["batched_vs_unbatched_rps"] = med([r["tw-batched"]["rps"] / r["tw-unbatched"]["rps"]
-                                           for r in rounds if r["tw-unbatched"]["rps"]])
-    out["bentoml_vs_batched_p99"] = med([r["bentoml"]["p99_ms"] / r["tw-batched"]["p99_ms"]
-                                         for r in rounds])
+            items = sum(r[name].get("batch_items", 0.0) for r in rounds)
+            calls = sum(r[name].get("batches", 0.0) for r in rounds)
+            out[name]["mean_batch"] = items / calls if calls else NAN
+    out["batched_vs_unbatched_rps"] = ratio("tw-batched", "tw-unbatched")
+    if "bentoml" in names:
+        out["batched_vs_bentoml_rps"] = ratio("tw-batched", "bentoml")
+        out["bentoml_vs_batched_p99"] = ratio("bentoml", "tw-batched", "p99_ms")
     return out
 
 
 def targets(summary: dict[str, dict[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The targets at 64 clients per protocol; each is met only when its figure holds and
+    not one call to the servers it compares failed."""
     out = []
     for protocol, by_c in summary.items():
         s = by_c.get(64)
         if s is None:
             continue
-        out.append({"protocol": protocol, "case": "batched >= 5x BentoML rps at 64 clients",
-                    "value": s["batched_vs_bentoml_rps"],
-                    "met": s["batched_vs_bentoml_rps"] >= 5})
-        out.append({"protocol": protocol, "case": "batched p99 < BentoML p99 at 64 clients",
-                    "value": s["bentoml_vs_batched_p99"],
-                    "met": s["tw-batched"]["p99_ms"] < s["bentoml"]["p99_ms"]})
-        out.append({"protocol": protocol, "case": "batched >= 3x unbatched rps at 64 clients",
-                    "value": s["batched_vs_unbatched_rps"],
-                    "met": s["batched_vs_unbatched_rps"] >= 3})
+        b, u = s["tw-batched"], s["tw-unbatched"]
+        goals = [
+            ("mean batch >= 8 at 64 clients (issue 37)", b["mean_batch"],
+             b["mean_batch"] >= 8, failed_calls(b)),
+            ("batched >= 1.5x unbatched rps at 64 clients (issue 37)",
+             s["batched_vs_unbatched_rps"], s["batched_vs_unbatched_rps"] >= 1.5,
+             failed_calls(b, u)),
+            ("batched >= 3x unbatched rps at 64 clients", s["batched_vs_unbatched_rps"],
+             s["batched_vs_unbatched_rps"] >= 3, failed_calls(b, u)),
+        ]
+        if "bentoml" in s:
+            m = s["bentoml"]
+            goals += [
+                ("batched >= 5x BentoML rps at 64 clients", s["batched_vs_bentoml_rps"],
+                 s["batched_vs_bentoml_rps"] >= 5, failed_calls(b, m)),
+                ("batched p99 < BentoML p99 at 64 clients", s["bentoml_vs_batched_p99"],
+                 b["p99_ms"] < m["p99_ms"], failed_calls(b, m)),
+            ]
+        out += [{"protocol": protocol, "case": case, "value": value,
+                 "met": target_met(holds, failed), "failed": failed}
+                for case, value, holds, failed in goals]
     return out
 
 
 def print_report(summary: dict[str, dict[int, dict[str, Any]]],
                  goals: list[dict[str, Any]]) -> None:
+    names = [n for n in SERVERS if any(n in s for by_c in summary.values()
+                                       for s in by_c.values())]
+    short = {"tw-batched": "batched", "tw-unbatched": "unbatched", "bentoml": "bentoml"}
     rows = []
     for protocol, by_c in summary.items():
         for c, s in by_c.items():
-            b, u, m = s["tw-batched"], s["tw-unbatched"], s["bentoml"]
-            rows.append([protocol, c, b["rps"], u["rps"], m["rps"],
-                         f"{s['batched_vs_bentoml_rps']:.1f}x",
-                         f"{s['batched_vs_unbatched_rps']:.1f}x", b["p50_ms"], u["p50_ms"],
-                         m["p50_ms"], b["p99_ms"], u["p99_ms"], m["p99_ms"], b["mean_batch"],
-                         b["errors"] + u["errors"] + m["errors"]])
+            row: list[Any] = [protocol, c]
+            for name in names:
+                row += [s[name]["rps"], failed_calls(s[name])]
+            row.append(f"{s['batched_vs_unbatched_rps']:.2f}x")
+            if "bentoml" in names:
+                row.append(f"{s['batched_vs_bentoml_rps']:.1f}x")
+            row += [s[n]["p50_ms"] for n in names] + [s[n]["p99_ms"] for n in names]
+            rows.append([*row, s["tw-batched"]["mean_batch"]])
+    headers = ["proto", "clients"]
+    for name in names:
+        headers += [f"{short[name]} rps", "failed"]
+    headers.append("b/unb")
+    if "bentoml" in names:
+        headers.append("b/bento")
+    headers += [f"{short[n]} p50" for n in names] + [f"{short[n]} p99" for n in names]
     print()
-    print(table(["proto", "clients", "batched rps", "unbatched rps", "bentoml rps", "b/bento",
-                 "b/unb", "b p50", "u p50", "bento p50", "b p99", "u p99", "bento p99",
-                 "mean batch", "errors"], rows))
-    print("(ms; x: median of per-round ratios; mean batch: items per tensorwire model call)")
+    print(table([*headers, "mean batch"], rows))
+    print("(ms; x: median of per-round ratios; failed: failed calls of all rounds, warm-up "
+          "included; mean batch: items per tensorwire model call over all rounds)")
     for g in goals:
         print(f"target {g['protocol']}: {g['case']}: {g['value']:.2f} "
-              f"({'met' if g['met'] else 'MISSED'})")
+              f"({verdict(g['met'], g['failed'])})")
+
+
+def run_line(index: int, runs: int, summary: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """One run's mean batch, requests/s and failed calls per protocol, on one line each."""
+    lines = []
+    for protocol, by_c in summary.items():
+        for c, s in by_c.items():
+            b, u = s["tw-batched"], s["tw-unbatched"]
+            lines.append(f"run {index}/{runs} {protocol:4} c={c:<3} mean batch "
+                         f"{b['mean_batch']:5.1f}  batched {b['rps']:8.1f} rps "
+                         f"{failed_calls(b)} failed  unbatched {u['rps']:8.1f} rps "
+                         f"{failed_calls(u)} failed  batched/unbatched "
+                         f"{s['batched_vs_unbatched_rps']:.2f}x")
+    return "\n".join(lines)
+
+
+def every_run(repeats: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each target over all runs: met only when met in every run, with every run's
+    figure and the failed calls of all runs together."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for goals in repeats:
+        for g in goals:
+            seen = out.setdefault((g["protocol"], g["case"]), {
+                "protocol": g["protocol"], "case": g["case"], "values": [], "met": True,
+                "failed": 0})
+            seen["values"].append(g["value"])
+            seen["met"] = seen["met"] and g["met"]
+            seen["failed"] += g["failed"]
+    return list(out.values())
 
 
 # ---------------------------------------------------------------------- main
@@ -415,10 +495,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per measured run")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per run")
     p.add_argument("--rounds", type=int, default=3, help="rounds of A B C per case")
+    p.add_argument("--runs", type=int, default=1,
+                   help="whole measurements in a row, each with freshly started servers")
     p.add_argument("--concurrency", default="1,16,64",
                    type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--protocols", default="http,grpc", type=lambda s: s.split(","))
     p.add_argument("--load", choices=["auto", "wrk", "aiohttp"], default="auto")
+    p.add_argument("--without-bentoml", action="store_true",
+                   help="tensorwire batched and unbatched only (no .venv-bentoml)")
     p.add_argument("--bentoml-latency-ms", type=int, default=60000,
                    help="BentoML's max_latency_ms (its default: 60000)")
     p.add_argument("--max-wait", type=float, default=10.0,
@@ -436,28 +520,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    pin = Pinning.detect()
-    bento_python = bentoml_venv(args.rebuild_venv)
-    from examples.digits_model import load_heldout
-
-    x = load_heldout()[0]
+def run_once(args: argparse.Namespace, pin: Pinning, bento_python: Path | None,
+             x: np.ndarray) -> dict[str, Any]:
+    """Start every server, check their answers, measure every case, stop them."""
+    names = SERVERS if bento_python is not None else SERVERS[:2]
     digit = x[:1]
     body = json.dumps(digit.tolist())
     home = Path(tempfile.mkdtemp(prefix="bench-bentoml-home-"))
     servers = make_servers(pin, bento_python, home, args.bentoml_latency_ms)
     procs = [s["proc"] for s in servers.values()]
-    bento_hex = subprocess.run(
+    bento_hex = "" if bento_python is None else subprocess.run(
         [str(bento_python), "-m", "bench.baselines.bentoml_grpc_tool", "request", "0"],
         capture_output=True, text=True, check=True, cwd=ROOT,
         env=bento_env({"BENTOML_HOME": str(home)})).stdout.strip().splitlines()[-1]
     tw_hex = tensorwire_requests(servers, digit)
-    info = machine_info()
-    info["versions"]["bentoml"] = bento_version(bento_python)
-    print(f"== the digits CNN: tensorwire batched / unbatched / BentoML "
-          f"{info['versions']['bentoml']}\nmachine: {info['cpu']}, {info['cores']} cores; "
-          f"{pin.describe()}; load: {args.load}", flush=True)
     results: dict[str, dict[int, list[dict[str, dict[str, Any]]]]] = {}
     try:
         for p in procs:
@@ -469,8 +545,10 @@ def main(argv: list[str] | None = None) -> int:
             method, payload = tw_hex[name].split(" ")
             grpc_answers(servers[name]["grpc"], method, bytes.fromhex(payload),
                          servers[name]["proc"])
-        grpc_answers(servers["bentoml-grpc"]["grpc"], BENTO_METHOD, bytes.fromhex(bento_hex),
-                     servers["bentoml-grpc"]["proc"], timeout=300)
+        if bento_python is not None:
+            grpc_answers(servers["bentoml-grpc"]["grpc"], BENTO_METHOD,
+                         bytes.fromhex(bento_hex), servers["bentoml-grpc"]["proc"],
+                         timeout=300)
         answers = check_answers(servers, x[:CHECK_DIGITS], bento_python, home)
         print(f"every server answers {CHECK_DIGITS} held-out digits as offline inference "
               f"(labels equal, probabilities to {ATOL:g}): {answers}", flush=True)
@@ -478,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in args.concurrency:
                 for r in range(args.rounds):
                     round_: dict[str, dict[str, Any]] = {}
-                    for name in SERVERS:
+                    for name in names:
                         proc = servers[f"bentoml-{protocol}" if name == "bentoml"
                                        else name]["proc"]
                         cmd, wrk = load_cmds(pin, args, body, tw_hex, bento_hex, servers,
@@ -493,21 +571,56 @@ def main(argv: list[str] | None = None) -> int:
                                   "measuring again)", flush=True)
                         res["attempts"] = attempt + 1
                         round_[name] = res
+                        batch = (f" batch={res['mean_batch']:5.1f}" if "mean_batch" in res
+                                 else "")
                         print(f"  {protocol:4} c={c:<3} round {r + 1}/{args.rounds} "
-                              f"{name:12} rps={res['rps']:>8.1f} p50={res['p50_ms']:8.2f}ms "
-                              f"p99={res['p99_ms']:8.2f}ms server="
-                              f"{res['server_us_per_req']:.0f}us/req others="
-                              f"{res.get('foreign_cpu', float('nan')):.0%} "
-                              f"errors={res['errors']}", flush=True)
+                              f"{name:12} {rps_and_failures(res['rps'], failed_calls(res))} "
+                              f"p50={res['p50_ms']:8.2f}ms p99={res['p99_ms']:8.2f}ms "
+                              f"server={res['server_us_per_req']:.0f}us/req others="
+                              f"{res.get('foreign_cpu', NAN):.0%}{batch}", flush=True)
+                        if res.get("first_error"):
+                            print(f"    first failure: {res['first_error']}", flush=True)
                     results.setdefault(protocol, {}).setdefault(c, []).append(round_)
     finally:
         for p in procs:
             p.stop()
         shutil.rmtree(home, ignore_errors=True)
-    summary = {protocol: {c: summarize(rs) for c, rs in by_c.items()}
+    summary = {protocol: {c: summarize(rs, names) for c, rs in by_c.items()}
                for protocol, by_c in results.items()}
-    goals = targets(summary)
-    print_report(summary, goals)
+    return {"summary": summary, "targets": targets(summary), "answers_checked": answers,
+            "runs": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    pin = Pinning.detect()
+    bento_python = None if args.without_bentoml else bentoml_venv(args.rebuild_venv)
+    from examples.digits_model import load_heldout
+
+    x = load_heldout()[0]
+    info = machine_info()
+    if bento_python is not None:
+        info["versions"]["bentoml"] = bento_version(bento_python)
+    print("== the digits CNN: tensorwire batched / unbatched"
+          + ("" if bento_python is None else f" / BentoML {info['versions']['bentoml']}")
+          + f"\nmachine: {info['cpu']}, {info['cores']} cores; {pin.describe()}; load: "
+          f"{args.load}", flush=True)
+    repeats = []
+    for i in range(args.runs):
+        if args.runs > 1:
+            print(f"-- run {i + 1}/{args.runs} (fresh servers)", flush=True)
+        repeats.append(run_once(args, pin, bento_python, x))
+        print_report(repeats[-1]["summary"], repeats[-1]["targets"])
+        print(run_line(i + 1, args.runs, repeats[-1]["summary"]), flush=True)
+    goals = every_run([r["targets"] for r in repeats])
+    if args.runs > 1:
+        print(f"\n== {args.runs} runs in a row")
+        for i, r in enumerate(repeats):
+            print(run_line(i + 1, args.runs, r["summary"]))
+        for g in goals:
+            values = ", ".join(f"{v:.2f}" for v in g["values"])
+            print(f"target {g['protocol']}: {g['case']}, every run: {values} "
+                  f"({verdict(g['met'], g['failed'])})")
     payload = {
         "name": "real_model",
         "machine": info,
@@ -516,19 +629,24 @@ def main(argv: list[str] | None = None) -> int:
                  else "bench.load.http_client (aiohttp)",
                  "grpc": "bench.load.grpc_client (grpc.aio, 1 channel)"},
         "config": {"duration_s": args.duration, "warmup_s": args.warmup,
-                   "rounds": args.rounds, "concurrency": args.concurrency,
+                   "rounds": args.rounds, "runs": args.runs,
+                   "concurrency": args.concurrency,
+                   "bentoml": bento_python is not None,
                    "bentoml_latency_ms": args.bentoml_latency_ms, "max_batch_size": 64,
                    "noise": args.noise, "retries": args.retries,
                    "bentoml_venv": str(BENTO_VENV.relative_to(ROOT)),
                    "bentoml_install": " ".join([BENTOML, *BENTO_PINS]),
                    "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])},
         "request": "one held-out digit [1, 1, 8, 8] float32 per request",
-        "answers_checked": answers,
-        "summary": {p: {str(c): s for c, s in by_c.items()} for p, by_c in summary.items()},
+        "repeats": [{**r, "summary": {p: {str(c): s for c, s in by_c.items()}
+                                      for p, by_c in r["summary"].items()},
+                     "runs": {p: {str(c): rs for c, rs in by_c.items()}
+                              for p, by_c in r["runs"].items()}} for r in repeats],
         "targets": goals,
-        "runs": {p: {str(c): rs for c, rs in by_c.items()} for p, by_c in results.items()},
     }
-    path = write_results("real_model", payload)
+    # a run without BentoML does not replace the full comparison's figures
+    path = write_results("real_model" if bento_python is not None
+                         else "real_model_without_bentoml", payload)
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -214,7 +214,7 @@ def spreading(args: argparse.Namespace) -> list[dict[str, Any]]:
                     print(f"  {workers} worker(s)  {label:28} shares {shares:12} "
                           f"server {m['server_cores']:.2f} cores  client "
                           f"{m['client_cores']:.2f}  other {m['other_cores']:.2f}  "
-                          f"{m['rps']:.0f} rps  errors {m['errors']}", flush=True)
+                          f"{m['rps']:.0f} rps  failed {m['errors']}", flush=True)
     return rows
 
 
@@ -239,7 +239,7 @@ def threads(args: argparse.Namespace) -> list[dict[str, Any]]:
                 print(f"  --threads {n}  worker {m['server_cores']:.2f} cores, "
                       f"{m['runnable_threads']:.2f} threads runnable  client "
                       f"{m['client_cores']:.2f}  other {m['other_cores']:.2f}  "
-                      f"{m['rps']:.0f} rps  errors {m['errors']}", flush=True)
+                      f"{m['rps']:.0f} rps  failed {m['errors']}", flush=True)
     return rows
 
 
@@ -269,10 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         print("-- spreading: each worker's share of the server's CPU", flush=True)
         out["spreading"] = spreading(args)
         print(table(["workers", "load", "round", "shares", "server cores", "client",
-                     "other", "rps"],
+                     "other", "rps", "failed"],
                     [[r["workers"], r["load"], r["round"],
                       " / ".join(f"{s:.0%}" for s in r["worker_share"]),
-                      r["server_cores"], r["client_cores"], r["other_cores"], r["rps"]]
+                      r["server_cores"], r["client_cores"], r["other_cores"], r["rps"],
+                      r["errors"]]
                      for r in out["spreading"]]))
     if args.part in ("all", "threads"):
         print("-- threads: cores used by one worker (examples.similarity, BLAS 1 thread)",
