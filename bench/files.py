@@ -6,7 +6,9 @@ Both servers run in this process on loopback, each on its own event loop thread,
 are driven by the same aiohttp client one request at a time, so the numbers compare
 the per-request work: tensorwire's (multipart parsing, spooling into a per-request temp
 dir, media-type sniffing, validation, cleanup; streaming a file response) against the
-least a hand-written handler does for the same job. One run; medians printed.
+least a hand-written handler does for the same job. One run; medians of the calls that
+succeeded printed, each job's failed calls beside them (an error status, a wrong size,
+any exception: counted, never timed).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorwire
+from bench.common import Failures
 from tests.support.servers import serving
 
 MiB = 1024 * 1024
@@ -115,42 +118,56 @@ def run_bare(download: Path) -> tuple[str, t.Callable[[], None]]:
     return f"http://127.0.0.1:{box['port']}", stop
 
 
-async def timed(rounds: int, send: t.Callable[[], t.Awaitable[None]]) -> float:
-    await send()  # warm-up
+async def timed(rounds: int, send: t.Callable[[], t.Awaitable[None]]
+                ) -> tuple[float, Failures]:
+    """Median seconds of the calls that succeeded, and the failed ones (warm-up too)."""
+    failures = Failures()
     times = []
-    for _ in range(rounds):
+    for i in range(rounds + 1):  # the first is the warm-up
         start = time.perf_counter()
-        await send()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        try:
+            await send()
+        except Exception as exc:
+            failures.exception(exc)
+            continue
+        if i:
+            times.append(time.perf_counter() - start)
+    return (statistics.median(times) if times else float("nan")), failures
+
+
+def expect(ok: bool, what: str) -> None:
+    """A wrong answer is a failed call, whatever `python -O` does to asserts."""
+    if not ok:
+        raise RuntimeError(what)
 
 
 async def measure(base: str, payload: bytes, image: bytes, rounds: int, size: int,
-                  tensorwire_side: bool) -> dict[str, float]:
+                  tensorwire_side: bool) -> dict[str, tuple[float, Failures]]:
     async with ClientSession() as s:
         async def upload() -> None:
             form = FormData()
             form.add_field("file", payload, filename="blob.bin",
                            content_type="application/octet-stream")
             async with s.post(base + "/upload", data=form) as r:
-                assert r.status == 200, await r.text()
-                assert int(await r.text()) == len(payload)
+                text = await r.text()
+                expect(r.status == 200, f"status {r.status}: {text[:200]}")
+                expect(int(text) == len(payload), f"{text} bytes stored of {len(payload)}")
 
         async def fetch() -> None:
             kwargs: dict[str, t.Any] = {"json": {"size": size}} if tensorwire_side else {}
             async with s.post(base + "/fetch", **kwargs) as r:
-                assert r.status == 200
+                expect(r.status == 200, f"status {r.status}")
                 got = 0
                 async for chunk in r.content.iter_chunked(1024 * 1024):
                     got += len(chunk)
-                assert got == size
+                expect(got == size, f"{got} bytes of {size}")
 
         async def thumb() -> None:
             form = FormData()
             form.add_field("image", image, filename="p.jpg", content_type="image/jpeg")
             async with s.post(base + "/thumb", data=form) as r:
-                assert r.status == 200
                 await r.read()
+                expect(r.status == 200, f"status {r.status}")
 
         return {"upload": await timed(rounds, upload), "download": await timed(rounds, fetch),
                 "image": await timed(rounds, thumb)}
@@ -177,13 +194,18 @@ def main() -> None:
     finally:
         stop()
     print(f"{args.size_mib} MiB file, 1024x768 JPEG, {args.rounds} rounds, median per request")
-    print(f"{'job':<10}{'tensorwire':>14}{'bare aiohttp':>14}{'ratio':>8}")
+    print(f"{'job':<10}{'tensorwire':>14}{'failed':>7}{'bare aiohttp':>14}{'failed':>7}"
+          f"{'ratio':>8}")
     for job in ("upload", "download", "image"):
-        print(f"{job:<10}{tw[job] * 1e3:>12.1f}ms{bare[job] * 1e3:>12.1f}ms"
-              f"{tw[job] / bare[job]:>8.2f}")
+        (tw_s, tw_f), (bare_s, bare_f) = tw[job], bare[job]
+        print(f"{job:<10}{tw_s * 1e3:>12.1f}ms{tw_f.total:>7d}{bare_s * 1e3:>12.1f}ms"
+              f"{bare_f.total:>7d}{tw_s / bare_s:>8.2f}")
+        for side, f in (("tensorwire", tw_f), ("bare", bare_f)):
+            if f.first:
+                print(f"  {side} {job}: first failure: {f.first}")
     for job in ("upload", "download"):
-        print(f"{job} throughput: tensorwire {size / tw[job] / MiB:.0f} MiB/s, "
-              f"bare {size / bare[job] / MiB:.0f} MiB/s")
+        print(f"{job} throughput: tensorwire {size / tw[job][0] / MiB:.0f} MiB/s, "
+              f"bare {size / bare[job][0] / MiB:.0f} MiB/s")
 
 
 if __name__ == "__main__":
