@@ -5,7 +5,10 @@
 Reads whatever bench/results/*.json hold (each written by its own script, with the
 machine, versions and command of that run) and writes one page of figures plus a PNG of
 requests/s and p99 against concurrency for both protocols, tensorwire beside its bare
-baseline. Nothing here measures: rerun a script to refresh its section.
+baseline. Nothing here measures: rerun a script to refresh its section. Failed calls
+stand beside every requests/s figure, and a target reads "**missed** (N failed calls)"
+whenever a call of the servers it compares failed (results recorded before failures
+were counted show none).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import RESULTS, ROOT, fmt
+from bench.common import RESULTS, ROOT, failed_calls, fmt, verdict
 
 PAGE = ROOT / "bench" / "RESULTS.md"
 PLOT = RESULTS / "overview.png"
@@ -54,12 +57,12 @@ def unary_section(title: str, result: dict[str, Any]) -> list[str]:
     rows = []
     for s in result["summary"]:
         tw, bare, r = s["tensorwire"], s["bare"], s["ratio"]
-        rows.append([s["variant"], s["concurrency"], tw["rps"], bare["rps"],
-                     f"{r['rps']:.2f}x", tw["p50_ms"], bare["p50_ms"], tw["p99_ms"],
-                     bare["p99_ms"], f"{r['p99_ms']:.2f}x", tw["server_us_per_req"],
-                     bare["server_us_per_req"]])
-    out.append(md_table(["api", "clients", "tw rps", "bare rps", "rps", "tw p50 ms",
-                         "bare p50 ms", "tw p99 ms", "bare p99 ms", "p99",
+        rows.append([s["variant"], s["concurrency"], tw["rps"], failed_calls(tw), bare["rps"],
+                     failed_calls(bare), f"{r['rps']:.2f}x", tw["p50_ms"], bare["p50_ms"],
+                     tw["p99_ms"], bare["p99_ms"], f"{r['p99_ms']:.2f}x",
+                     tw["server_us_per_req"], bare["server_us_per_req"]])
+    out.append(md_table(["api", "clients", "tw rps", "tw failed", "bare rps", "bare failed",
+                         "rps", "tw p50 ms", "bare p50 ms", "tw p99 ms", "bare p99 ms", "p99",
                          "tw CPU µs/req", "bare CPU µs/req"], rows))
     extra = [(s, other, side) for s in result["summary"]
              for other, side in s.get("extra", {}).items()]
@@ -67,11 +70,12 @@ def unary_section(title: str, result: dict[str, Any]) -> list[str]:
         out += ["", "The extra line, in the same run: tensorwire on this loop against the "
                 "bare baseline on asyncio's own loop (what installing uvloop buys over the "
                 "framework as it comes).", ""]
-        out.append(md_table(["api", "clients", "against", "its rps", "rps", "its p99 ms",
-                             "p99"],
+        out.append(md_table(["api", "clients", "against", "its rps", "its failed", "rps",
+                             "its p99 ms", "p99"],
                             [[s["variant"], s["concurrency"], other, side["rps"],
-                              f"{side['ratio']['rps']:.2f}x", side["p99_ms"],
-                              f"{side['ratio']['p99_ms']:.2f}x"] for s, other, side in extra]))
+                              failed_calls(side), f"{side['ratio']['rps']:.2f}x",
+                              side["p99_ms"], f"{side['ratio']['p99_ms']:.2f}x"]
+                             for s, other, side in extra]))
     out += ["", *target_lines(result.get("targets", [])), ""]
     return out
 
@@ -79,15 +83,17 @@ def unary_section(title: str, result: dict[str, Any]) -> list[str]:
 def target_lines(targets: list[dict[str, Any]]) -> list[str]:
     lines = []
     for t in targets:
+        failed = t.get("failed", 0)
         if "rps_ratio" in t:
             lines.append(f"- target {t['case']}: rps {t['rps_ratio']:.2f}x "
                          f"(≥ {t.get('rps_min', 0.8)}: "
-                         f"{'met' if t['rps_met'] else '**missed**'}), p99 "
+                         f"{verdict(t['rps_met'], failed, '**missed**')}), p99 "
                          f"{t['p99_ratio']:.2f}x (≤ {t.get('p99_max', 1.3)}: "
-                         f"{'met' if t['p99_met'] else '**missed**'})")
+                         f"{verdict(t['p99_met'], failed, '**missed**')}); "
+                         f"{failed} failed calls")
         else:
             lines.append(f"- target {t['case']}: {t['value_s']:.3f} s (≤ {t['target_s']} s: "
-                         f"{'met' if t['met'] else '**missed**'})")
+                         f"{verdict(t['met'], failed, '**missed**')})")
     return lines
 
 
@@ -103,13 +109,14 @@ def streaming_section(result: dict[str, Any]) -> list[str]:
         for s in payload["summary"]:
             tw, bare, r = s["tensorwire"], s["bare"], s["ratio"]
             rows.append([payload["protocol"], s["variant"], s["concurrency"],
-                         tw["tokens_per_s"], bare["tokens_per_s"],
-                         f"{r['tokens_per_s']:.2f}x", tw["ttfc_p50_ms"],
+                         tw["tokens_per_s"], failed_calls(tw), bare["tokens_per_s"],
+                         failed_calls(bare), f"{r['tokens_per_s']:.2f}x", tw["ttfc_p50_ms"],
                          bare["ttfc_p50_ms"], tw.get("ttfc_mean_ms", float("nan")),
                          bare.get("ttfc_mean_ms", float("nan")), tw["ttfc_p99_ms"],
                          bare["ttfc_p99_ms"]])
-    out.append(md_table(["protocol", "api", "streams", "tw chunks/s", "bare chunks/s",
-                         "ratio", "tw TTFC p50 ms", "bare TTFC p50 ms", "tw TTFC mean ms",
+    out.append(md_table(["protocol", "api", "streams", "tw chunks/s", "tw failed",
+                         "bare chunks/s", "bare failed", "ratio", "tw TTFC p50 ms",
+                         "bare TTFC p50 ms", "tw TTFC mean ms",
                          "bare TTFC mean ms", "tw TTFC p99 ms", "bare TTFC p99 ms"], rows))
     return [*out, ""]
 
@@ -118,17 +125,22 @@ def tensor_section(result: dict[str, Any]) -> list[str]:
     out = ["## Tensor round trip (float32 echo)", "", f"`{result.get('command', '')}`", "",
            f"Machine: {machine_line(result)}.", ""]
     rows = []
+    failed = 0
     for size, r in result["results"].items():
+        row_failed = failed_calls(*(v for v in r.values() if isinstance(v, dict)))
+        failed += row_failed
         rows.append([size, r["tensorwire_grpc"]["mb_per_s"], r["bare_grpc"]["mb_per_s"],
                      f"{r['ratio_grpc']:.2f}x", r["tensorwire_npy"]["mb_per_s"],
                      r["bare_http"]["mb_per_s"], f"{r['ratio_npy']:.2f}x",
-                     r["tensorwire_json"]["mb_per_s"], f"{r['ratio_json']:.2f}x"])
+                     r["tensorwire_json"]["mb_per_s"], f"{r['ratio_json']:.2f}x", row_failed])
     out.append(md_table(["size", "tw gRPC MB/s", "bare gRPC MB/s", "gRPC", "tw npy MB/s",
-                         "bare HTTP MB/s", "npy", "tw JSON MB/s", "JSON vs bare HTTP"],
-                        rows))
+                         "bare HTTP MB/s", "npy", "tw JSON MB/s", "JSON vs bare HTTP",
+                         "failed calls"], rows))
     met = result.get("targets_met")
     if met is not None:
-        out += ["", f"- target gRPC and npy ≥ 0.7x bare at 16 and 64 MiB: {met}"]
+        every = all(all(v.values()) for v in met.values())
+        out += ["", f"- target gRPC and npy ≥ 0.7x bare at 16 and 64 MiB: "
+                f"{verdict(every, failed, '**missed**')} {met}"]
     return [*out, ""]
 
 
@@ -151,18 +163,27 @@ def batching_section(result: dict[str, Any]) -> list[str]:
     rows = []
     for protocol, r in result["protocols"].items():
         m = r["median"]
-        rows.append([protocol, m["lone_p50_ms"], m["unbatched_rps"], m["unbatched_p99_ms"],
-                     m["batched_rps"], m["batched_p99_ms"], f"{m['throughput_ratio']:.1f}x",
+        rows.append([protocol, m["lone_p50_ms"], m["unbatched_rps"],
+                     m.get("unbatched_errors", "-"), m["unbatched_p99_ms"],
+                     m["batched_rps"], m.get("batched_errors", "-"), m["batched_p99_ms"],
+                     f"{m['throughput_ratio']:.1f}x",
                      f"{m['p99_vs_lone']:.1f}x", m.get("server_us_per_req", float("nan")),
                      m.get("mean_batch", float("nan")),
                      m.get("mean_queue_wait_ms", float("nan")),
                      m.get("latency_floor_ms", float("nan"))])
-    out.append(md_table(["protocol", "lone p50 ms", "unbatched rps", "unbatched p99 ms",
-                         "batched rps", "batched p99 ms", "throughput", "p99 / lone",
+    out.append(md_table(["protocol", "lone p50 ms", "unbatched rps", "unbatched failed",
+                         "unbatched p99 ms", "batched rps", "batched failed",
+                         "batched p99 ms", "throughput", "p99 / lone",
                          "server µs/req", "mean batch", "mean queue wait ms",
                          "latency floor ms"], rows))
-    out += ["", "- targets: throughput ≥ 5x; batched p99 ≤ 3x the lone-request latency; "
-            "batched p99 below unbatched p99",
+    out.append("")
+    for protocol, r in result["protocols"].items():
+        m = r["median"]
+        out.append(f"- targets {protocol}: " + ", ".join(
+            f"{name} {verdict(met, m.get('errors', 0), '**missed**')}"
+            for name, met in m.get("targets_met", {}).items()))
+    out += ["- targets: throughput ≥ 5x; batched p99 ≤ 3x the lone-request latency; "
+            "batched p99 below unbatched p99; each met only with no failed call",
             "- latency floor: the larger of (clients x server CPU per request) on one core "
             "(Little's law: the protocol CPU's bound; the model sleeps) and the model's time "
             "for one full batch; no p99 can be below it"]
@@ -172,43 +193,62 @@ def batching_section(result: dict[str, Any]) -> list[str]:
 def real_model_section(result: dict[str, Any]) -> list[str]:
     cfg = result["config"]
     v = result["machine"].get("versions", {})
-    out = ["## A real model: the digits CNN, batched, unbatched and BentoML", "",
+    # results from before `--runs` hold one run's summary at the top
+    repeats = result.get("repeats") or [{"summary": result["summary"],
+                                         "targets": result["targets"]}]
+    bento = cfg.get("bentoml", True)
+    names = ["tw-batched", "tw-unbatched", *(["bentoml"] if bento else [])]
+    title = ("## A real model: the digits CNN, batched, unbatched and BentoML" if bento
+             else "## A real model: the digits CNN, batched and unbatched (no BentoML)")
+    against = ("and BentoML "
+               f"{v.get('bentoml', '?')} (`{cfg['bentoml_install']}` in "
+               f"`{cfg['bentoml_venv']}/`; HTTP: its 1.4 SDK, gRPC: its legacy Runner API) "
+               f"with max batch {cfg['max_batch_size']} (BentoML max_latency_ms "
+               f"{cfg['bentoml_latency_ms']})") if bento else (
+               f"with max batch {cfg['max_batch_size']}")
+    runs = len(repeats)
+    out = [title, "",
            f"`{cfg['command']}` — {result['request']}; tensorwire batched "
            "(`examples.digits:Digits`), tensorwire unbatched "
-           "(`bench.real_model_service:DigitsUnbatched`) and BentoML "
-           f"{v.get('bentoml', '?')} (`{cfg['bentoml_install']}` in "
-           f"`{cfg['bentoml_venv']}/`; HTTP: its 1.4 SDK, gRPC: its legacy Runner API) with "
-           f"max batch {cfg['max_batch_size']} (BentoML max_latency_ms "
-           f"{cfg['bentoml_latency_ms']}); {result['pinning']}, one worker each, "
-           f"OMP_NUM_THREADS=1; load: HTTP {result['load']['http']}, gRPC "
-           f"{result['load']['grpc']}; {cfg['rounds']} rounds of {cfg['duration_s']:g} s "
-           "per case, servers taking turns.", "",
+           f"(`bench.real_model_service:DigitsUnbatched`) {against}; {result['pinning']}, "
+           "one worker each, OMP_NUM_THREADS=1; load: HTTP "
+           f"{result['load']['http']}, gRPC {result['load']['grpc']}; {cfg['rounds']} rounds "
+           f"of {cfg['duration_s']:g} s per case, servers taking turns"
+           + (f"; {runs} runs in a row, each with fresh servers." if runs > 1 else "."), "",
            f"Machine: {machine_line(result)}.", "",
            "Every server answered the held-out digits with offline inference's labels and "
            "probabilities (to 1e-6) before anything was measured.", ""]
+    short = {"tw-batched": "batched", "tw-unbatched": "unbatched", "bentoml": "BentoML"}
+    headers = ["run", "protocol", "clients"]
+    for name in names:
+        headers += [f"{short[name]} rps", f"{short[name]} failed"]
+    headers += ["batched / unbatched", *(["batched / BentoML"] if bento else []),
+                *(f"{short[n]} p50 ms" for n in names), *(f"{short[n]} p99 ms" for n in names),
+                *(f"{short[n]} CPU µs/req" for n in names), "mean batch"]
     rows = []
-    for protocol, by_c in result["summary"].items():
-        for c, s in by_c.items():
-            b, u, m = s["tw-batched"], s["tw-unbatched"], s["bentoml"]
-            rows.append([protocol, c, b["rps"], u["rps"], m["rps"],
-                         f"{s['batched_vs_bentoml_rps']:.1f}x",
-                         f"{s['batched_vs_unbatched_rps']:.1f}x", b["p50_ms"], u["p50_ms"],
-                         m["p50_ms"], b["p99_ms"], u["p99_ms"], m["p99_ms"],
-                         b["server_us_per_req"], u["server_us_per_req"],
-                         m["server_us_per_req"], b.get("mean_batch", float("nan")),
-                         b["errors"] + u["errors"] + m["errors"]])
-    out.append(md_table(["protocol", "clients", "batched rps", "unbatched rps", "BentoML rps",
-                         "batched / BentoML", "batched / unbatched", "batched p50 ms",
-                         "unbatched p50 ms", "BentoML p50 ms", "batched p99 ms",
-                         "unbatched p99 ms", "BentoML p99 ms", "batched CPU µs/req",
-                         "unbatched CPU µs/req", "BentoML CPU µs/req", "mean batch",
-                         "errors"], rows))
+    for k, rep in enumerate(repeats):
+        for protocol, by_c in rep["summary"].items():
+            for c, s in by_c.items():
+                row: list[Any] = [k + 1, protocol, c]
+                for name in names:
+                    row += [s[name]["rps"], failed_calls(s[name])]
+                row.append(f"{s['batched_vs_unbatched_rps']:.2f}x")
+                if bento:
+                    row.append(f"{s['batched_vs_bentoml_rps']:.1f}x")
+                row += [s[n]["p50_ms"] for n in names] + [s[n]["p99_ms"] for n in names]
+                row += [s[n]["server_us_per_req"] for n in names]
+                rows.append([*row, s["tw-batched"].get("mean_batch", float("nan"))])
+    out.append(md_table(headers, rows))
     out.append("")
     for g in result["targets"]:
-        out.append(f"- target {g['protocol']}: {g['case']}: {g['value']:.2f} "
-                   f"({'met' if g['met'] else '**missed**'})")
-    noise = sorted(s[name]["foreign_cpu"] for by_c in result["summary"].values()
-                   for s in by_c.values() for name in ("tw-batched", "tw-unbatched", "bentoml")
+        values = g.get("values", [g.get("value")])
+        figure = ", ".join(f"{x:.2f}" for x in values)
+        out.append(f"- target {g['protocol']}: {g['case']}"
+                   + (", every run" if len(values) > 1 else "") + f": {figure} "
+                   f"({verdict(g['met'], g.get('failed', 0), '**missed**')})")
+    noise = sorted(s[name]["foreign_cpu"] for rep in repeats
+                   for by_c in rep["summary"].values() for s in by_c.values()
+                   for name in names
                    if s[name].get("foreign_cpu") == s[name].get("foreign_cpu"))
     if noise:
         out.append(f"- other processes used {noise[len(noise) // 2]:.0%} of a core (median "
@@ -276,7 +316,8 @@ def main() -> int:
     for name, section in (("streaming", streaming_section),
                           ("tensor_roundtrip", tensor_section), ("startup", startup_section),
                           ("batching", batching_section),
-                          ("real_model", real_model_section)):
+                          ("real_model", real_model_section),
+                          ("real_model_without_bentoml", real_model_section)):
         result = load(name)
         if result:
             page += section(result)
