@@ -12,8 +12,11 @@ watches:
 
 - a worker that dies is logged with its exit code or signal and restarted after a
   back-off (0.25 s doubling to 30 s; reset once a worker has run for a minute);
-- a worker that fails to *start* (exit code 3: the model did not load or a port did not
-  bind) five times in a row stops the whole server with exit code 1, instead of looping;
+- a worker that fails before the server was ever ready (the model does not load: the
+  same `__init__` fails in every worker) stops the whole server at once with exit code 1,
+  its report printed once (the workers tell it through `tensorwire.ops.status`); once the
+  server has served, a worker that fails to *start* (exit code 3) five times in a row
+  stops it the same way, instead of looping;
 - SIGTERM/SIGINT are forwarded to every worker, which drains (see `tensorwire.serve`);
   the supervisor waits `graceful_timeout` (+ a margin), kills stragglers, and exits 0
   when every worker stopped cleanly. A second signal kills the workers at once.
@@ -45,6 +48,7 @@ from prometheus_client import multiprocess
 from ..settings import Settings
 from ..telemetry.metrics import MULTIPROC_ENV
 from . import ports
+from .status import StatusReader
 
 log = logging.getLogger("tensorwire.workers")
 
@@ -88,18 +92,24 @@ WORKER_BOOT = ("import signal, runpy\n"
 
 
 def start_worker(settings: Settings, env: dict[str, str],
-                 explicit: set[str] | None = None) -> subprocess.Popen:
+                 explicit: set[str] | None = None,
+                 status_fd: int | None = None) -> subprocess.Popen:
     """`python -m tensorwire.ops.worker`, handed its settings as one JSON line on stdin.
 
     `explicit`: the names of the settings the operator gave; when given, the worker
     layers the service's `@service(...)` options under them itself, after it imported
     the service (`--reload`, whose parent never imports it).
+    `status_fd`: the write end of a pipe the worker reports "ready" or its start-up
+    failure on (`tensorwire.ops.status`); without it the worker logs the failure itself.
     """
     proc = subprocess.Popen([sys.executable, "-c", WORKER_BOOT],
-                            stdin=subprocess.PIPE, env=env)
+                            stdin=subprocess.PIPE, env=env,
+                            pass_fds=() if status_fd is None else (status_fd,))
     config: dict[str, object] = {"settings": dataclasses.asdict(settings)}
     if explicit is not None:
         config["explicit"] = sorted(explicit)
+    if status_fd is not None:
+        config["status_fd"] = status_fd
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps(config, default=str).encode() + b"\n")
@@ -119,6 +129,7 @@ class Slot:
     failures: int = 0
     startup_failures: int = 0
     restart_at: float | None = None
+    status: StatusReader | None = None
 
 
 class Supervisor:
@@ -129,6 +140,7 @@ class Supervisor:
         self._stopping = False
         self._force = False
         self._gave_up = False
+        self._served = False  # a worker was ready once: start-up failures are retried
         self._sockets: list[socket.socket] = []
         self._metrics_dir: str | None = None
         self._own_metrics_dir = False
@@ -167,6 +179,9 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._close_sockets()
+            for slot in self.slots:
+                if slot.status is not None:
+                    slot.status.close()
             if self._own_metrics_dir and self._metrics_dir:
                 shutil.rmtree(self._metrics_dir, ignore_errors=True)
 
@@ -192,7 +207,14 @@ class Supervisor:
         env = {**os.environ, "TENSORWIRE_WORKER_ID": str(slot.index)}
         if self._metrics_dir:
             env[MULTIPROC_ENV] = self._metrics_dir
-        proc = start_worker(self.settings, env)
+        read_end, write_end = os.pipe()
+        try:
+            proc = start_worker(self.settings, env, status_fd=write_end)
+        finally:
+            os.close(write_end)  # the worker holds it now; its exit is our EOF
+        if slot.status is not None:
+            slot.status.close()
+        slot.status = StatusReader(read_end)
         slot.proc = proc
         slot.started = time.monotonic()
         slot.restart_at = None
@@ -201,8 +223,15 @@ class Supervisor:
     def _check(self) -> None:
         now = time.monotonic()
         for slot in self.slots:
+            if self._stopping:  # e.g. gave up: what the others say is not news
+                return
             proc = slot.proc
+            if slot.status is not None:
+                slot.status.poll()
+                self._served = self._served or slot.status.ready
             if proc is not None and (rc := proc.poll()) is not None:
+                if slot.status is not None:
+                    slot.status.poll()  # all it said before it exited
                 self._reap(slot, proc, rc, now)
             if slot.proc is None and slot.restart_at is not None and now >= slot.restart_at:
                 self._spawn(slot)
@@ -217,6 +246,21 @@ class Supervisor:
         slot.failures = 1 if lived >= STABLE_AFTER else slot.failures + 1
         slot.startup_failures = slot.startup_failures + 1 if rc == EXIT_STARTUP else 0
         why = describe_exit(rc)
+        report = slot.status.report if slot.status is not None else None
+        if not self._served:
+            # Never ready: what failed this worker (a model that does not load, a port,
+            # a missing GPU) fails its siblings and every restart alike. Said once,
+            # and the server stops now rather than after minutes of retries.
+            if report:
+                log.error("%s", report)
+            log.error("worker %d (pid %d) %s before the server was ready; stopping the "
+                      "server", slot.index, proc.pid, why)
+            self._gave_up = True
+            self._stopping = True
+            self._force = True  # its siblings never served: nothing to drain
+            return
+        if report:
+            log.error("%s", report)
         if slot.startup_failures >= MAX_STARTUP_FAILURES:
             log.error("worker %d (pid %d) %s %d times in a row; stopping the server",
                       slot.index, proc.pid, why, slot.startup_failures)
@@ -265,8 +309,9 @@ class Supervisor:
                 self._wake.clear()
             if proc.returncode != 0:
                 clean = False
-                log.error("worker pid %d %s while stopping", proc.pid,
-                          describe_exit(proc.returncode))
+                if not (killed and proc.returncode == -signal.SIGKILL):  # ours: no news
+                    log.error("worker pid %d %s while stopping", proc.pid,
+                              describe_exit(proc.returncode))
             self._mark_dead(proc.pid)
             with contextlib.suppress(OSError):
                 if proc.stdin:

@@ -7,7 +7,9 @@ plus `"explicit": [names]` when the worker itself is to layer the service's
 the service). The worker loads the service once, serves until SIGTERM/SIGINT or
 until its stdin closes (the supervisor is gone), drains, and exits 0. It exits with
 code 3 when it cannot start (the service does not load, a port does not bind), so the
-supervisor can tell a crash loop at start-up from a crash later on.
+supervisor can tell a crash loop at start-up from a crash later on. With `"status_fd"`
+in that line it tells the supervisor through that pipe that it is ready, or why it
+cannot start (`tensorwire.ops.status`), and leaves printing the reason to it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 
 from ..contract.options import read_service_options
 from ..runtime.service import InitFailure
@@ -30,6 +33,7 @@ from . import loops
 from .loader import ImportFailure, LoadError, failure_report, load_service
 from .ports import BindError
 from .serve import Server, settle_heap
+from .status import WorkerStatus
 from .supervisor import EXIT_STARTUP
 
 log = logging.getLogger("tensorwire.worker")
@@ -61,7 +65,18 @@ def _with_service_options(settings: Settings, spec, explicit: set[str]) -> Setti
     return dataclasses.replace(settings, **values).validate()
 
 
-async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
+def _cannot_start(status: WorkerStatus | None, report: str) -> int:
+    """Why this worker cannot start: told to the supervisor, which prints it once for the
+    whole server (every worker fails alike), or logged here when none listens (`--reload`)."""
+    if status is not None:
+        status.failed(report)
+    else:
+        log.error("%s", report)
+    return EXIT_STARTUP
+
+
+async def _serve(settings: Settings, explicit: set[str] | None = None,
+                 status: WorkerStatus | None = None) -> int:
     # A stop can come while the service is still loading (the supervisor forwards a
     # SIGTERM to every worker, ready or not): from the first moment it is noted, not the
     # default action that kills the process and reads as a crash.
@@ -74,16 +89,13 @@ async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
         if explicit is not None:
             settings = _with_service_options(settings, spec, explicit)
     except ImportFailure as exc:
-        log.error("%s", failure_report(exc))
-        return EXIT_STARTUP
+        return _cannot_start(status, failure_report(exc))
     except (LoadError, TypeError, ValueError) as exc:
-        log.error("worker cannot load %s: %s", settings.service, exc)
-        return EXIT_STARTUP
+        return _cannot_start(status, f"worker cannot load {settings.service}: {exc}")
     try:
         server = Server(spec, settings)
     except Exception as exc:  # e.g. tracing asked for without the otel extra
-        log.error("worker cannot serve %s: %s", settings.service, exc)
-        return EXIT_STARTUP
+        return _cannot_start(status, f"worker cannot serve {settings.service}: {exc}")
     await asyncio.sleep(0)  # run the handler of a signal that came while loading
     if stopping:
         log.info("worker stopped before it started serving")
@@ -94,14 +106,14 @@ async def _serve(settings: Settings, explicit: set[str] | None = None) -> int:
     try:
         await server.start()
     except InitFailure as exc:  # the traceback of the user's __init__, under its phase
-        log.error("%s", failure_report(exc))
-        return EXIT_STARTUP
+        return _cannot_start(status, failure_report(exc))
     except BindError as exc:
-        log.error("worker failed to start: %s", exc)
-        return EXIT_STARTUP
+        return _cannot_start(status, f"worker failed to start: {exc}")
     except Exception:
-        log.exception("worker failed to start")
-        return EXIT_STARTUP
+        return _cannot_start(status, "worker failed to start\n"
+                             + traceback.format_exc().rstrip("\n"))
+    if status is not None:  # listening now: a death from here on is not a failed start
+        status.ready()
     settle_heap()
     log.info("worker %s ready (pid %d, loop %s)", os.environ.get("TENSORWIRE_WORKER_ID", "?"),
              os.getpid(), loops.running())
@@ -116,13 +128,18 @@ def main() -> int:
         config = json.loads(line)
         settings = Settings(**config["settings"])
         explicit = set(config["explicit"]) if "explicit" in config else None
+        status_fd = config.get("status_fd")
     except (ValueError, KeyError, TypeError) as exc:
         print(f"tensorwire.worker: expected a settings line on stdin: {exc}",
               file=sys.stderr)
         return EXIT_STARTUP
     logs.configure(settings.log_level, settings.log_format)
+    status = None
+    if isinstance(status_fd, int):
+        os.set_inheritable(status_fd, False)  # the service's own subprocesses: not theirs
+        status = WorkerStatus(status_fd)
     try:
-        return loops.run(_serve(settings, explicit), settings.loop)
+        return loops.run(_serve(settings, explicit, status), settings.loop)
     finally:
         # The loop's handlers are gone: a stop signal now (one the supervisor sent while
         # this worker was already on its way out) must not kill it as a crash would.

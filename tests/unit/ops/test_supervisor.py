@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 
 import pytest
 
+from tensorwire.ops.status import StatusReader, WorkerStatus
 from tensorwire.ops.supervisor import (
     BACKOFF_MAX,
     EXIT_STARTUP,
@@ -34,6 +36,7 @@ def test_describe_exit():
 
 def test_back_off_doubles_and_resets_after_a_stable_run(caplog):
     sup = Supervisor(Settings(workers=2))
+    sup._served = True  # (before it, the first death stops the server)
     slot = sup.slots[0]
     delays = []
     now = 1000.0
@@ -51,8 +54,38 @@ def test_back_off_doubles_and_resets_after_a_stable_run(caplog):
     assert not sup._stopping
 
 
-def test_repeated_start_up_failures_stop_the_server():
+def test_a_worker_failing_before_the_server_was_ever_ready_stops_it_at_once(caplog):
+    sup = Supervisor(Settings(workers=2))
+    for slot in sup.slots:  # both workers report the same failure of __init__
+        read_end, write_end = os.pipe()
+        slot.status = StatusReader(read_end)
+        WorkerStatus(write_end).failed("service M failed in M.__init__: boom\nTraceback")
+        slot.status.poll()
+    sup._reap(sup.slots[0], DeadProc(7), EXIT_STARTUP, 1.5)
+    assert sup._stopping and sup._gave_up and sup._force  # no restart, no back-off
+    assert sup.slots[0].restart_at is None
+    assert caplog.text.count("service M failed in M.__init__: boom") == 1
+    assert "worker 0 (pid 7) failed to start (exit code 3) before the server was ready; " \
+           "stopping the server" in caplog.text
+    for slot in sup.slots:
+        slot.status.close()
+
+
+def test_status_lines_arrive_whole_and_end_at_eof():
+    read_end, write_end = os.pipe()
+    reader = StatusReader(read_end)
+    os.write(write_end, b'{"ready": tr')
+    reader.poll()
+    assert not reader.ready and reader.fd is not None  # half a line: not yet
+    os.write(write_end, b'ue}\n')
+    os.close(write_end)
+    reader.poll()
+    assert reader.ready and reader.report is None and reader.fd is None
+
+
+def test_repeated_start_up_failures_stop_the_server_that_had_served():
     sup = Supervisor(Settings(workers=1))
+    sup._served = True  # a worker was ready once: a failing restart is retried
     slot = sup.slots[0]
     for i in range(MAX_STARTUP_FAILURES):
         assert not sup._stopping
