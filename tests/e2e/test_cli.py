@@ -208,16 +208,22 @@ def test_a_missing_dependency_of_the_module_is_an_import_failure(tmp_path: Path)
     assert "needs_dep.py\", line 1, in <module>" in out.stderr
 
 
-def test_a_port_in_use_still_gets_its_own_message():
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("protocol", ["HTTP", "gRPC"])
+def test_a_port_in_use_still_gets_its_own_message(protocol: str, workers: str):
+    """One line naming the protocol, port and reason. A taken gRPC port printed grpc
+    core's own log line and "Failed to bind ... set GRPC_VERBOSITY=debug" instead."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        out = run_cli("serve", "examples.quickstart:Quickstart", "--http-port", str(port),
-                      "--grpc-port", "0")
+        ports = ([str(port), "0"] if protocol == "HTTP" else ["0", str(port)])
+        out = run_cli("serve", "examples.quickstart:Quickstart", "--workers", workers,
+                      "--http-port", ports[0], "--grpc-port", ports[1])
     assert out.returncode == 1
-    assert f"tensorwire: error: cannot listen for HTTP on 127.0.0.1:{port}:" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"tensorwire: error: cannot listen for {protocol} on 127.0.0.1:{port}: "
+        "address already in use"], out.stderr
 
 
 # --------------------------------------------------------------------- CLI (issue 20)
