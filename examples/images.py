@@ -1,21 +1,27 @@
 """Images with PIL and image files as `Path`: in, out, in batches and beside metadata.
 
     tensorwire serve examples.images:ImageTools
+    .venv/bin/python -m examples.images /tmp/images && cd /tmp/images   # sample images
 
     curl --data-binary @photo.png -H 'Content-Type: image/png' localhost:3000/upload_image
     curl -F 'image=@photo.jpg' -F 'width=64' -F 'height=64' localhost:3000/resize -o small.jpg
-    curl -F 'image=@digit.jpg' localhost:3000/predict_digit
+    curl -F 'image=@seven.jpg' localhost:3000/predict_digit
+    # 7
     curl -F 'images=@a.png' -F 'images=@b.png' localhost:3000/sizes
     curl -F 'image=@photo.png' localhost:3000/thumbnails   # multipart/form-data response
     curl --data-binary @photo.png -H 'Content-Type: image/png' localhost:3000/mirror_png -o m.png
 
 `predict_digit` is MNIST-shaped (a 28x28 grey image in, a digit out) but its "model" is
-a fixed nearest-template classifier over seven-segment digit drawings, made here at
-start-up: no trained weights ship with the project.
+a fixed nearest-template classifier over seven-segment digit drawings (`draw_digit`),
+made here at start-up: it reads seven-segment digits, not handwriting (the first
+held-out digit of `examples/digits.py`, a handwritten 7, it calls a 9). Handwritten
+digits are the trained CNN's: `make serve SERVICE=examples.digits:Digits`.
 """
 
 from __future__ import annotations
 
+import sys
+import tempfile
 import typing as t
 from pathlib import Path
 
@@ -109,7 +115,8 @@ class ImageTools:
 
     @tensorwire.api
     def predict_digit(self, image: t.Annotated[Path, ContentType("image/jpeg")]) -> int:
-        """MNIST-style: a JPEG of a digit in, the digit out (a template matcher)."""
+        """MNIST-style: a JPEG of a seven-segment digit in, the digit out (a template
+        matcher; handwritten digits: examples/digits.py)."""
         with Image.open(image) as img:
             scores = self.templates @ _vector(img)
         return int(np.argmax(scores))
@@ -147,3 +154,24 @@ class ImageTools:
         small.format = large.format = image.format  # copies have no format of their own
         return Thumbnails(small=small, large=large,
                           sizes={"small": list(small.size), "large": list(large.size)})
+
+
+def write_samples(folder: Path) -> list[Path]:
+    """The images the curl lines above send, written into `folder`: `photo.png` and
+    `photo.jpg` (a 64x48 colour gradient), `seven.jpg` (a seven-segment 7, as
+    `predict_digit` reads), `a.png` and `b.png` (two sizes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ramp = np.linspace(0, 255, 64, dtype=np.float32)
+    pixels = np.stack(np.broadcast_arrays(ramp[None, :], ramp[:48, None], 128.0), axis=-1)
+    photo = Image.fromarray(pixels.astype(np.uint8), "RGB")
+    images = {"photo.png": photo, "photo.jpg": photo, "seven.jpg": draw_digit(7),
+              "a.png": photo.resize((16, 12)), "b.png": photo.resize((32, 24))}
+    for name, image in images.items():
+        image.save(folder / name)
+    return [folder / name for name in images]
+
+
+if __name__ == "__main__":
+    where = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.gettempdir()) / "images"
+    for written in write_samples(where):
+        print(written)

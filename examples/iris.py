@@ -2,7 +2,8 @@
 
     curl -s localhost:3000/classify -H 'Content-Type: application/json' \\
          -d '{"x": [[5.1, 3.5, 1.4, 0.2]]}'
-    python -c "import numpy as np; np.save('x.npy', np.array([[5.1, 3.5, 1.4, 0.2]], 'f4'))"
+    .venv/bin/python -c "import numpy as np; \\
+         np.save('x.npy', np.array([[5.1, 3.5, 1.4, 0.2]], 'f4'))"
     curl -s localhost:3000/predict -H 'Content-Type: application/x-npy' \\
          -H 'Accept: application/x-npy' --data-binary @x.npy -o y.npy
 """
