@@ -19,6 +19,7 @@ from .. import v1
 from ..contract.options import read_service_options
 from ..http.schema import openapi
 from ..runtime.service import InitFailure
+from ..security.tls import http_context
 from ..settings import Settings
 from ..telemetry import logs, tracing
 from ..version import __version__
@@ -157,6 +158,9 @@ def _serve(args: argparse.Namespace) -> int:
         _error(problem)
         return EXIT_USAGE
     if operator.reload:
+        if (problem := _tls_problem(operator)) is not None:
+            _error(problem)
+            return EXIT_USAGE
         return _reload(operator, set(explicit))
     try:
         spec = load_service(operator.service)
@@ -185,6 +189,9 @@ def _serve(args: argparse.Namespace) -> int:
     if (problem := _loop_problem(settings)) is not None:  # the service may name one
         _error(problem)
         return EXIT_USAGE
+    if (problem := _tls_problem(settings)) is not None:
+        _error(problem)
+        return EXIT_USAGE
     if settings.workers > 1:
         return Supervisor(settings).run()
     try:
@@ -199,6 +206,18 @@ def _serve(args: argparse.Namespace) -> int:
         log.error("%s", failure_report(exc))
         return EXIT_FAILED
     return 0
+
+
+def _tls_problem(settings: Settings) -> str | None:
+    """Why the TLS certificate and key cannot serve (a file missing or unreadable, a key
+    that is not the certificate's): said once, before the model loads or any worker
+    starts, rather than as a traceback from every worker. The same check serves gRPC,
+    which takes the same pair."""
+    try:
+        http_context(settings)
+    except OSError as exc:
+        return str(exc)
+    return None
 
 
 def _loop_problem(settings: Settings) -> str | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
 import urllib.error
 
 import grpc
@@ -13,7 +15,7 @@ from tensorwire.settings import Settings
 from tests.support.grpc_calls import GrpcCaller
 from tests.support.ops_http import post, request
 from tests.support.ops_service import Ops
-from tests.support.servers import serving
+from tests.support.servers import ROOT, serving
 from tests.support.tls import self_signed
 
 
@@ -57,3 +59,22 @@ def test_missing_certificate_fails_start_up(tmp_path):
     with pytest.raises(OSError, match="tls_cert"), serving(
             Ops, tls_cert=str(tmp_path / "nope.pem"), tls_key=str(tmp_path / "nope.key")):
         pass
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_key_that_is_not_the_certificates_is_one_line_before_start_up(
+        tmp_path, cert_pair, workers):
+    """It was a Python traceback (one worker) or one from every worker, restarted
+    five times (two workers), and exit code 1."""
+    cert, _ = cert_pair
+    _, other_key = self_signed(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "tensorwire", "serve", "tests.support.ops_service:Ops",
+         "--workers", workers, "--http-port", "0", "--grpc-port", "0",
+         "--tls-cert", str(cert), "--tls-key", str(other_key)],
+        capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("tensorwire: error: tls_cert/tls_key: cannot load the "
+                           "certificate and key:"), line
+    assert "key values mismatch" in line
