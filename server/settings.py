@@ -73,8 +73,9 @@ class Settings:
                                          "connection stays open between requests; keep "
                                          "it above a load balancer's idle timeout")
     max_connections: int = _opt(1000, "most open connections per worker and protocol; "
-                                "beyond it HTTP answers 503 and closes, gRPC refuses "
-                                "(0: no limit)")
+                                "beyond it HTTP closes its longest-idle keep-alive "
+                                "connection, or answers 503 when all are busy; gRPC "
+                                "refuses (0: no limit)")
     grpc_max_connection_idle: float = _opt(300.0, "seconds a gRPC connection with no call "
                                            "in flight stays open before GOAWAY (0: no "
                                            "limit)")

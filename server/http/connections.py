@@ -22,9 +22,13 @@ without limit: idle sockets could use up a worker's file descriptors. Here:
   closes it (a 502); 75 s is above AWS ALB's and nginx's 60 s upstream idle timeouts.
   Raise it above your balancer's (GCP: 600 s).
 - `max_connections` (default 1000 per worker, gunicorn's `worker_connections`): a
-  connection beyond it is answered 503 (`Retry-After`) and closed at once, so its file
-  descriptor is back before any request could be read. Envoy's edge guide caps a
-  listener at 10000; uvicorn and aiohttp have no cap.
+  connection beyond it takes the place of the longest-idle keep-alive connection (one
+  that has served a request and waits for the next; it is closed, as nginx closes its
+  idle keep-alive connections when it runs out), so pooled clients never lock a new
+  one out. Only when none is idle (every connection has a request in flight, or is new
+  and within its `header_timeout`) is the new one answered 503 (`Retry-After`) and
+  closed at once, so its file descriptor is back before any request could be read.
+  Envoy's edge guide caps a listener at 10000; uvicorn and aiohttp have no cap.
 
 - `http_body_timeout` (default 60 s, nginx's `client_body_timeout`): a request body that
   stops arriving for that long (while the server is ready to read it) closes the
@@ -93,6 +97,11 @@ class ConnectionGuard:
     #: Refusals since the last warning (one line per `_WARN_EVERY` s, not one each).
     refused: int = 0
     _warned_at: float = float("-inf")
+    #: Idle keep-alive connections closed to make room, since the last log line.
+    reclaimed: int = 0
+    _reclaim_logged_at: float = float("-inf")
+    #: Every open connection (scanned for an idle one only when the cap is reached).
+    connections: set[GuardedHandler] = field(default_factory=set)
     #: Connections waiting for a request head under the deadline, and the sweeper's timer.
     _due: set[GuardedHandler] = field(default_factory=set)
     _sweeper: asyncio.TimerHandle | None = None
@@ -120,6 +129,27 @@ class ConnectionGuard:
                         self.refused, self.max_connections)
             self.refused = 0
             self._warned_at = now
+
+    def make_room(self, newcomer: GuardedHandler, now: float) -> bool:
+        """Close the longest-idle keep-alive connection for `newcomer`; False when every
+        other connection is busy (or new), and the newcomer must be refused."""
+        victim: GuardedHandler | None = None
+        since = 0.0
+        for handler in self.connections:
+            idle = handler._idle_since() if handler is not newcomer else None
+            if idle is not None and (victim is None or idle < since):
+                victim, since = handler, idle
+        if victim is None:
+            return False
+        victim.force_close()
+        self.reclaimed += 1
+        if now - self._reclaim_logged_at >= _WARN_EVERY:
+            log.info("closed %d idle keep-alive connection(s) for new ones: "
+                     "max_connections (%d per worker) are open", self.reclaimed,
+                     self.max_connections)
+            self.reclaimed = 0
+            self._reclaim_logged_at = now
+        return True
 
     @property
     def tick(self) -> float:
@@ -179,7 +209,9 @@ class GuardedHandler(web.RequestHandler):
         super().connection_made(transport)
         guard = self._guard
         guard.open += 1
-        if guard.max_connections and guard.open > guard.max_connections:
+        guard.connections.add(self)
+        if guard.max_connections and guard.open > guard.max_connections \
+                and not guard.make_room(self, self._loop.time()):
             guard.refuse(self._loop.time())
             transport.write(guard.busy)  # type: ignore[attr-defined]
             self.force_close()
@@ -213,6 +245,7 @@ class GuardedHandler(web.RequestHandler):
             self._body_timer = None
         self._body = None
         self._guard.open -= 1
+        self._guard.connections.discard(self)
         super().connection_lost(exc)
 
     def _refuse_announced(self, message: Any) -> bool:
@@ -249,6 +282,16 @@ class GuardedHandler(web.RequestHandler):
         resp = error_response(err, request_id)
         resp.force_close()
         return resp
+
+    def _idle_since(self) -> float | None:
+        """When this keep-alive connection went idle, if it is idle: it has served a
+        request, has none in hand and no byte of the next one has come (aiohttp sets the
+        keep-alive deadline when a request ends; the earliest deadline is the longest
+        idle). None for a busy, a closing, or a new connection."""
+        if self.transport is None or not self._request_count or not self._waiting() \
+                or (self._head_due is not None and self._head_started):
+            return None
+        return self._next_keepalive_close_time
 
     def _waiting(self) -> bool:
         """Whether the connection is idle, waiting for a request (none being handled)."""

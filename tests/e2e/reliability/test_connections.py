@@ -171,6 +171,74 @@ def test_http_connections_beyond_the_limit_get_503():
         assert wait_until(lambda: exchange(server.http_port, ECHO).status == 200, WAIT)
 
 
+def _reply_on(sock: socket.socket) -> int:
+    """Read one whole response off a kept-alive connection (by Content-Length); its
+    status."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return parse_reply(data).status
+
+
+def test_at_the_connection_cap_the_longest_idle_keep_alive_connection_makes_room():
+    """A pool of idle keep-alive connections at the cap does not lock a new client out:
+    the longest-idle one is closed (nginx's rule) and the new client served."""
+    with serving(Hostile, header_timeout=LONG, http_keepalive_timeout=LONG,
+                 max_connections=4) as server:
+        pool = [connect(server.http_port) for _ in range(4)]
+        try:
+            for s in pool:  # each serves a request, then idles: pool[0] the longest
+                s.sendall(KEEP_ALIVE_ECHO)
+                assert _reply_on(s) == 200
+                time.sleep(0.02)
+            for oldest in range(2):  # each newcomer stays, so the next finds the cap
+                pool.append(connect(server.http_port))
+                pool[-1].sendall(KEEP_ALIVE_ECHO)
+                assert _reply_on(pool[-1]) == 200  # not 503
+                assert read_until_closed(pool[oldest], WAIT) == b""  # closed, no answer
+                assert all(still_open(s, 0.05) for s in pool[oldest + 1:])
+            # the ones left still serve their clients
+            for s in pool[2:]:
+                s.sendall(KEEP_ALIVE_ECHO)
+                assert _reply_on(s) == 200
+        finally:
+            for s in pool:
+                s.close()
+
+
+def test_at_the_connection_cap_with_every_connection_busy_a_new_one_gets_503(
+        tmp_path, monkeypatch):
+    """Requests in flight on every connection: nothing to close, so the new client is
+    refused (503 + Retry-After) and the busy ones are answered in full."""
+    from tests.support.gate_service import GATE_ENV, Gate
+
+    gate = tmp_path / "gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))
+    hold = http_request("/hold", b"{}", {"Content-Type": "application/json"})
+    with serving(Gate, header_timeout=LONG, http_keepalive_timeout=LONG,
+                 max_connections=4) as server:
+        busy = [connect(server.http_port) for _ in range(4)]
+        try:
+            for s in busy:
+                s.sendall(hold)
+            assert wait_until(lambda: server.runtime.admission.in_flight == 4, WAIT)
+            with connect(server.http_port) as extra:
+                reply = parse_reply(read_until_closed(extra, WAIT))
+            assert reply.status == 503 and "Retry-After" in reply.head
+            gate.touch()
+            for s in busy:
+                reply = parse_reply(read_until_closed(s, WAIT))
+                assert reply.status == 200 and reply.body == b"released"
+        finally:
+            for s in busy:
+                s.close()
+
+
 # ---------------------------------------------------------------- gRPC
 def test_grpc_silent_and_half_handshakes_are_closed():
     with serving(Hostile, header_timeout=1.0, grpc_max_connection_idle=LONG,

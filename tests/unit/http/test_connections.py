@@ -45,6 +45,32 @@ def test_refusals_are_logged_once_per_interval(caplog):
                      "refused 50 connection(s): max_connections (1 per worker) are open"]
 
 
+class _Pooled:
+    """What `make_room` reads of a connection: since when it is idle (None: busy)."""
+
+    def __init__(self, idle: float | None) -> None:
+        self.idle = idle
+        self.closed = False
+
+    def _idle_since(self) -> float | None:
+        return None if self.closed else self.idle
+
+    def force_close(self) -> None:
+        self.closed = True
+
+
+def test_at_the_cap_the_longest_idle_connection_is_closed_and_busy_ones_never():
+    guard = ConnectionGuard.from_settings(Settings(max_connections=4))
+    busy, late, early, newcomer = _Pooled(None), _Pooled(80.0), _Pooled(75.0), _Pooled(1.0)
+    guard.connections.update((busy, late, early, newcomer))
+    assert guard.make_room(newcomer, now=100.0)
+    assert (early.closed, late.closed, busy.closed, newcomer.closed) == (
+        True, False, False, False)
+    assert guard.make_room(newcomer, now=100.0) and late.closed
+    assert not guard.make_room(newcomer, now=100.0)  # only busy ones left: refuse
+    assert not busy.closed and not newcomer.closed
+
+
 class _Handler:
     """What the sweeper reads of a connection: its head deadline, and what it calls."""
 
