@@ -147,11 +147,12 @@ def test_kubernetes_manifests_agree(manifests, stages):
 
 def test_compose_file_agrees(stages):
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
-    (svc,) = compose["services"].values()
+    svc = compose["services"]["tensorwire"]
     assert (DOCKER / svc["build"]["context"] / svc["build"]["dockerfile"]).resolve() == (
         DOCKER / "Dockerfile").resolve()
     assert set(svc["build"]["args"]) <= {a for stage in stages for a in stage.args}
-    assert svc["ports"] == ["3000:3000", "50051:50051"]
+    # published on the loopback only: the API has no token by default
+    assert svc["ports"] == ["127.0.0.1:3000:3000", "127.0.0.1:50051:50051"]
 
 
 def test_kubectl_builds_every_kustomization():
@@ -273,7 +274,7 @@ def test_every_stop_grace_period_covers_the_drain(manifests, stages):
         assert float(timeout[0]) >= drain(env) + MARGIN, words
 
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
-    (svc,) = compose["services"].values()
+    svc = compose["services"]["tensorwire"]
     env = {k: v for k, v in compose_env(svc).items() if v is not None}
     grace = seconds(svc["stop_grace_period"])
     assert grace >= drain(env) + MARGIN
@@ -294,7 +295,7 @@ def test_compose_passes_the_token_through_without_interpolation():
     # implementations disagree on `${VAR:-}`: one passed it to the container literally,
     # turning auth on with a token readable in the repository
     assert "${" not in "".join(line.split("#")[0] for line in text.splitlines())
-    (svc,) = yaml.safe_load(text)["services"].values()
+    svc = yaml.safe_load(text)["services"]["tensorwire"]
     env = compose_env(svc)
     # a bare name: the host's value when set, else unset (and auth off)
     assert env["TENSORWIRE_AUTH_TOKEN"] is None
