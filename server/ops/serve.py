@@ -34,6 +34,7 @@ from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
 from ..v2 import Repository, V2Routes, V2Servicer
 from . import loops
+from .https_site import HTTPSSite
 from .ports import cannot_listen, check_free
 
 log = logging.getLogger("tensorwire.serve")
@@ -88,9 +89,13 @@ class Server:
                                        shutdown_timeout=CLOSE_TIMEOUT,
                                        handler_cancellation=True)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, s.host, s.http_port,
-                               reuse_port=True if shared else None,
-                               ssl_context=http_context(s))
+            tls = http_context(s)
+            site = (web.TCPSite(self._runner, s.host, s.http_port,
+                                reuse_port=True if shared else None) if tls is None else
+                    # plain HTTP to the TLS port gets a readable 400, not a dropped line
+                    HTTPSSite(self._runner, s.host, s.http_port, ssl_context=tls,
+                              reuse_port=True if shared else None,
+                              first_byte_wait=s.header_timeout))
             try:
                 await site.start()
             except OSError as exc:

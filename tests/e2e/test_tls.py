@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import ssl
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import urllib.error
 import grpc
 import pytest
 
+from tensorwire.ops.loops import uvloop_installed
 from tensorwire.ops.probe import grpc_ready, http_ready
 from tensorwire.settings import Settings
 from tests.support.grpc_calls import GrpcCaller
@@ -35,9 +38,6 @@ def test_https_and_grpc_tls(cert_pair):
         # a client that does not trust the certificate is refused by its own TLS check
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             request(f"{https}/readyz", context=ssl.create_default_context())
-        # plaintext HTTP to the TLS port gets no answer
-        with pytest.raises((urllib.error.URLError, ConnectionError)):
-            request(f"http://127.0.0.1:{server.http_port}/readyz", timeout=5)
 
         credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
         channel = grpc.secure_channel(server.grpc_target, credentials)
@@ -53,6 +53,32 @@ def test_https_and_grpc_tls(cert_pair):
                          tls_cert=str(cert), tls_key=str(key))
         assert http_ready(probe)
         assert grpc_ready(probe)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_plain_http_to_the_tls_port_is_told_to_use_https(cert_pair, loop):
+    """As nginx answers it (497): the connection used to close without a word."""
+    if loop == "uvloop" and not uvloop_installed():
+        pytest.skip("uvloop not installed")
+    cert, key = cert_pair
+    with serving(Ops, tls_cert=str(cert), tls_key=str(key), loop=loop,
+                 header_timeout=1.0) as server:
+        port = server.http_port
+        for _ in range(2):
+            plain = request(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            assert plain.status == 400, plain.body
+            body = json.loads(plain.body)
+            assert body["error"] == ("this port speaks HTTPS: use https://, not http:// "
+                                     f"(port {port})")
+            assert body["request_id"] == plain.headers["X-Request-ID"]
+            assert plain.headers["Content-Type"] == "application/json"
+            # and TLS goes on as before on the same port, the first bytes left for it
+            trusted = ssl.create_default_context(cafile=str(cert))
+            reply = post(f"https://127.0.0.1:{port}", "echo", {"text": "s"}, context=trusted)
+            assert (reply.status, reply.body) == (200, b"s")
+        # a connection that never says anything is closed after header_timeout
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as silent:
+            assert silent.recv(1) == b""
 
 
 def test_missing_certificate_fails_start_up(tmp_path):
