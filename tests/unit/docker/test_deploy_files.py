@@ -16,8 +16,6 @@ import pytest
 import yaml
 
 from tensorwire.grpc.server import LIVENESS_SERVICE
-from tensorwire.ops.sources import options
-from tensorwire.security.bearer import HEALTH_PATHS
 from tensorwire.settings import Settings
 from tensorwire.telemetry.metrics import DURATION
 from tests.support.dockerfile import parse
@@ -375,52 +373,3 @@ def test_load_metric_hpa_reads_what_the_server_exports(manifests):
     for key in ("Deployment", "Service", "Service/tensorwire-headless",
                 "PodDisruptionBudget"):
         assert load[key] == manifests[key], key
-
-
-def test_kserve_runtime_and_inference_service_agree(stages):
-    """docker/k8s/kserve: a v2 ServingRuntime of the same image, KServe's conventions
-    set by environment variables, and an InferenceService that selects it."""
-    built = by_kind(kustomize(KSERVE))
-    assert {k for k in built if "/" not in k} == {"ServingRuntime", "InferenceService"}
-    runtime, isvc = built["ServingRuntime"], built["InferenceService"]
-    spec = runtime["spec"]
-    assert {"v2", "grpc-v2"} <= set(spec["protocolVersions"])
-    (container,) = spec["containers"]
-    assert container["name"] == "kserve-container"
-    assert container["image"].split(":")[0] == "tensorwire"  # the image, not a fork
-    assert "command" not in container and "args" not in container  # its own entrypoint
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    known = {o.env for o in options()}
-    assert set(env) <= known, set(env) - known
-    http, grpc_port = int(env["TENSORWIRE_HTTP_PORT"]), int(env["TENSORWIRE_GRPC_PORT"])
-    assert (http, grpc_port) == (8080, 9000)  # KServe's ports for v2 runtimes
-    assert [p["containerPort"] for p in container["ports"]] == [http]
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        get = container[probe]["httpGet"]
-        assert get["port"] == http and get["path"].startswith("/v2/health/"), probe
-        assert get["path"] in HEALTH_PATHS, probe  # open to probes under auth
-    assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert spec["annotations"]["prometheus.kserve.io/port"] == str(http)
-    assert env["TENSORWIRE_AUTH_OPEN_METRICS"] == "true"
-    security = container["securityContext"]
-    assert security["runAsNonRoot"] is True
-    assert security["runAsUser"] == int(stages[-1].one("USER").split(":")[0])
-    assert security["readOnlyRootFilesystem"] is True
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    for path in ("/tmp", stages[-1].env()["HOME"]):
-        assert "emptyDir" in volumes[mounts[path]], path
-    predictor = isvc["spec"]["predictor"]
-    model = predictor["model"]
-    assert model["runtime"] == runtime["metadata"]["name"]
-    assert model["protocolVersion"] == "v2"
-    assert model["modelFormat"]["name"] in {f["name"] for f in spec["supportedModelFormats"]}
-    service = {e["name"]: e["value"] for e in model["env"]}["TENSORWIRE_SERVICE"]
-    module, _, cls = service.partition(":")
-    assert (ROOT / (module.replace(".", "/") + ".py")).is_file() and cls
-    pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
-    grace = predictor["terminationGracePeriodSeconds"]
-    assert grace >= float(pre_stop[1]) + drain(env) + MARGIN
-    readme = (ROOT / "README.md").read_text()
-    assert "kubectl apply -k docker/k8s/kserve" in readme
