@@ -13,7 +13,7 @@ Shell blocks run line by line in one bash session, as a reader pastes them: the 
 server stands in for `make serve` / `tensorwire serve` (lines that start servers, and
 `kill`, are not run), ports 3000/3001 and 50051/50052 become the server's, `/tmp/`
 becomes a private folder and `.venv/bin/` the running interpreter's. Run are `curl`,
-`grpcurl`, `cd`, `mkdir` and the project's own commands (`.venv/bin/python -m
+`grpcurl`, `cd`, `mkdir`, `echo`, `printf` and the project's own commands (`.venv/bin/python -m
 examples...` or `-c ...`, `.venv/bin/tensorwire proto|openapi`). Each command must succeed (a curl:
 HTTP status below 400) unless its trailing comment starts with the status it answers
 (`# 400 naming max_words`) or, for grpcurl, the gRPC code (`# InvalidArgument ...`).
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<lang>[\w+-]*)[^\n]*$")
-_MARKER = re.compile(r"<!--\s*snippet:\s*(?P<what>.*?)\s*-->")
+_MARKER = re.compile(r"^\s*<!--\s*snippet:\s*(?P<what>.*?)\s*-->\s*$")
 SHELL = {"sh", "bash", "shell", "console"}
 HTTP_PORTS = {"3000": "http", "3001": "http", "50051": "grpc", "50052": "grpc"}
 GRPC_CODES = ("Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
@@ -47,7 +47,7 @@ GRPC_CODES = ("Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "No
 _NOT_RUN = re.compile(r"^(make\b|kill\b|tensorwire serve\b|\S*/tensorwire serve\b|"
                       r"(xdg-)?open\b|docker\b|podman\b|kubectl\b|pip\b|git\b|"
                       r"python3(\.11)? -m venv\b)")
-_RUN = re.compile(r"^(curl|grpcurl|cd|mkdir)\b|^\S*/bin/python (-m examples\.|-c )|"
+_RUN = re.compile(r"^(curl|grpcurl|cd|mkdir|echo|printf)\b|^\S*/bin/python (-m examples\.|-c )|"
                   r"^\S*/bin/tensorwire (proto|openapi)\b")
 
 
@@ -109,7 +109,7 @@ def blocks(path: Path) -> list[Block]:
         k = i - 1
         while k >= 0 and not lines[k].strip():
             k -= 1
-        marker = _MARKER.search(lines[k]) if k >= 0 else None
+        marker = _MARKER.match(lines[k]) if k >= 0 else None
         out.append(Block(path, i + 1, lang, body + "\n",
                          marker["what"] if marker else None))
         i = j + 1

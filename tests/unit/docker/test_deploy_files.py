@@ -1,5 +1,5 @@
 """docker/: the Dockerfile, compose file and Kubernetes manifests (base and overlays)
-agree with each other, with the server's settings and with the README's commands; the
+agree with each other, with the server's settings and with the docs' commands; the
 kustomizations build with kubectl."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from tests.support.dockerfile import parse
 from tests.support.servers import ROOT
 
 DOCKER = ROOT / "docker"
+#: Where the deployment commands are documented (the README links to it).
+DEPLOYMENT_DOC = ROOT / "docs" / "guides" / "deployment.md"
 K8S = DOCKER / "k8s"
 BASE = K8S / "base"
 GPU = K8S / "overlays" / "gpu"
@@ -241,7 +243,7 @@ def seconds(duration: str) -> float:
 
 
 def readme_run_commands(readme: str) -> list[list[str]]:
-    """Every `docker run` / `podman run` in the README's shell blocks, as words."""
+    """Every `docker run` / `podman run` in a page's shell blocks, as words."""
     commands = []
     for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", readme, re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
@@ -255,7 +257,7 @@ def readme_run_commands(readme: str) -> list[list[str]]:
 def test_every_stop_grace_period_covers_the_drain(manifests, stages):
     """docker run --stop-timeout, compose's stop_grace_period and the pod's
     terminationGracePeriodSeconds all outlast preStop + the server's drain."""
-    readme = (ROOT / "README.md").read_text()
+    readme = DEPLOYMENT_DOC.read_text()
     runs = readme_run_commands(readme)
     assert runs
     image_env = stages[-1].env()
@@ -328,8 +330,8 @@ def test_dockerfile_builds_without_a_registry_and_ships_no_wheel(stages):
 
 
 def test_readme_documents_every_build_arg(stages):
-    readme = (ROOT / "README.md").read_text()
-    docker = readme[readme.index("### Docker"):readme.index("### Compose")]
+    readme = DEPLOYMENT_DOC.read_text()
+    docker = readme[readme.index("## Docker"):readme.index("## Compose")]
     for name in {a for stage in stages for a in stage.args} | set(parse(DOCKER / "Dockerfile")[0]):
         assert f"`{name}`" in docker, name
     assert "https://download.pytorch.org/whl/cpu" in docker
@@ -347,7 +349,7 @@ def test_headless_service_lists_every_pod_for_grpc_balancing(manifests):
     assert port["appProtocol"] == "kubernetes.io/h2c"
     # not-ready (draining) pods leave the DNS answer
     assert not headless["spec"].get("publishNotReadyAddresses", False)
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "guides" / "scaling.md").read_text()
     assert "dns:///tensorwire-headless." in readme
 
 
