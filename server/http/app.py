@@ -12,7 +12,8 @@ from ..settings import Settings
 from ..telemetry import metrics
 from .direct import DIRECT_KEY
 from .docs import docs_asset, docs_page
-from .endpoint import HttpEndpoint
+from .envelope import HttpEnvelope
+from .native import NativeSteps
 from .responses import json_errors, unmatched
 from .schema import openapi, schema_json
 
@@ -25,9 +26,11 @@ def _json(payload: object, status: int = 200) -> web.Response:
 
 
 def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
-               routes: Iterable[Callable[[web.UrlDispatcher], None]] = ()) -> web.Application:
-    """The app of one service; each of `routes` adds more routes (another transport's,
-    such as the Open Inference Protocol's) before the catch-all 404/405 route."""
+               routes: Iterable[Callable[[web.UrlDispatcher, HttpEnvelope], None]] = ()
+               ) -> web.Application:
+    """The app of one service; each of `routes` adds more routes (another wire's, such
+    as the Open Inference Protocol's, served through the same envelope) before the
+    catch-all 404/405 route."""
     settings = settings or runtime.settings
     spec = runtime.spec
     # Auth and CORS are installed by `tensorwire.security.http.secure_app` when they are
@@ -35,13 +38,13 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
     # request (see responses.json_errors, which gives router errors their JSON body).
     app = web.Application(client_max_size=settings.max_request_size)
     app[RUNTIME_KEY] = runtime
+    envelope = HttpEnvelope(runtime)
     direct: dict[object, object] = {}
     for api in spec.apis.values():
-        endpoint = HttpEndpoint(api, runtime, settings)
-        handler = endpoint.handler
+        route = NativeSteps(api, runtime, settings).route(envelope)
+        handler = envelope.handler(route)
         app.router.add_post(api.route, handler)
-        if (shortcut := endpoint.direct_handler) is not None:
-            direct[handler] = shortcut
+        direct[handler] = envelope.handler(route, direct=True)
     app[DIRECT_KEY] = direct  # used by the server's protocol when nothing wraps the routes
 
     schema_body = orjson.dumps(schema_json(spec))
@@ -81,6 +84,6 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
 
         app.router.add_get("/metrics", json_errors(get_metrics))
     for install in routes:
-        install(app.router)
+        install(app.router, envelope)
     app.router.add_route("*", "/{_unmatched:.*}", unmatched)  # last: 404 / 405 as JSON
     return app

@@ -87,6 +87,12 @@ class JsonAnswer(web.StreamResponse):
         self._state: dict[Any, Any] = {}
 
     @property
+    def content_length(self) -> int:  # type: ignore[override]
+        """The body's length, read by the envelope's accounting before the answer is
+        written (without making the header multidict)."""
+        return len(self._body)  # type: ignore[arg-type]
+
+    @property
     def _headers(self) -> CIMultiDict[str]:  # type: ignore[override]
         headers: CIMultiDict[str] = CIMultiDict()
         headers[hdrs.CONTENT_TYPE] = "application/json"

@@ -1,14 +1,20 @@
-"""One API over HTTP: request body -> validated arguments -> method -> response body.
+"""One API's own HTTP route: request body -> validated arguments, result -> response.
+
+The steps of `POST /<route>` that the one envelope (`tensorwire.http.envelope`) calls:
+the body read as its shape needs (a plain JSON object straight from its bytes, a root
+body, multipart parts, a compressed body inflated in bounded steps), the answer (JSON
+bytes, a body streamed from a file, a multipart answer) and a generator's stream.
 
 Type-agnostic: how a value is read from a body or a part, and written as a response, is
-the codec's business. This module picks the input shape (JSON object, root body,
-multipart), enforces size limits, and moves bytes.
+the codec's business. This module picks the input shape, enforces size limits, and
+moves bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -17,11 +23,10 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from ..codecs import FieldError, HttpBody, UnsupportedBody
 from ..codecs.http_facet import LENIENT_JSON, is_json_media
-from ..context import Context, Headers, RequestInfo
+from ..context import Context
 from ..contract.decoding import Decoder
 from ..contract.descriptor import APISpec
 from ..errors import (
-    Cancelled,
     InternalError,
     InvalidArgument,
     PayloadTooLarge,
@@ -34,9 +39,9 @@ from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from .body import content_coding, read_body
-from .compiled import Handler, compile_handler
+from .direct import JsonAnswer
+from .envelope import Answer, HttpEnvelope, HttpRoute
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
-from .responses import error_response, from_http_exception
 from .streams import SSE, chunk_writer, framing_for
 
 log = logging.getLogger("tensorwire.http")
@@ -53,14 +58,17 @@ def unsupported_media(name: str, exc: UnsupportedBody) -> UnsupportedMediaType:
         {"loc": [name], "msg": str(exc), "type": "content_type"}])
 
 
-class HttpEndpoint:
-    """The aiohttp handler of one API."""
+_JSON_HEADERS = (("Content-Type", "application/json"),)
+
+
+class NativeSteps:
+    """The read, answer and stream steps of one API's own HTTP route."""
 
     def __init__(self, api: APISpec, runtime: ServiceRuntime, settings: Settings) -> None:
         self.api = api
         self.decoder = Decoder(api)
         self.runtime = runtime
-        self.admission = runtime.admission
+        self.plan = runtime.plan(api.name)
         self.settings = settings
         self.output = api.output.codec.http
         #: One streamed chunk's bytes (None for a unary API).
@@ -71,108 +79,57 @@ class HttpEndpoint:
         self.max_parts = settings.max_parts
         self.max_part_size = settings.max_part_size or settings.max_request_size
         self._not_plain = api.is_root or api.has_files
-        self.admission.describe("http", api.name, "POST", api.route)
-        self.tracing = runtime.tracing  # None unless --tracing
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        """The aiohttp handler: admission, decode, call, encode, in one coroutine.
+    def route(self, envelope: HttpEnvelope) -> HttpRoute:
+        """The route the envelope serves: these steps, chosen once for the API."""
+        api = self.api
+        answer, direct_answer = self._answers()
+        route = HttpRoute(
+            api.name, self.plan, self.read, answer,
+            stream=self.stream if api.output.stream else None,
+            plain_length=None if self._not_plain else self.plain_length,
+            decode_json=None if self._not_plain else self.decoder.json_decoder(),
+            direct_answer=direct_answer)
+        return envelope.route(route, "POST", api.route)
 
-        One frame on purpose: each extra coroutine layer on this path cost about a
-        microsecond a request in bench/http_json.py (the bare handler has two).
-        """
-        # Headers, peer and request id are read lazily (see RequestInfo): nothing here
-        # runs per request unless a method, an access line or an error needs it.
-        info = RequestInfo("http", self.api.name, Headers(request.headers),
-                           lambda: request.remote)
-        try:
-            ticket = self.admission.admit("http", self.api.name, info)
-        except TensorwireError as exc:  # draining or over the concurrency limit
-            return error_response(exc, info.id)
-        resp: web.StreamResponse | None = None
-        ctx = self.runtime.context(info)
-        span = self.tracing.start(info) if self.tracing is not None else None
-        try:
-            if self._plain_json(request):
-                kwargs = self.decoder.decode_json(await request.read())
-            else:
-                kwargs = await self.decode(request, ctx)
-            if span is not None:
-                span.decoded()
-            if self.api.output.stream:
-                resp = await self.stream(request, kwargs, ctx)
-                return resp
-            result = await self.runtime.call(self.api, kwargs, ctx)
-            if span is not None:
-                span.encoding()
-            body = self.output.encode(result, request.headers.get("Accept"))
-            if isinstance(body.content, bytes | bytearray | memoryview):
-                resp = web.Response(status=ctx.response.status_code, body=body.content,
-                                    headers=self._headers(body, ctx))
-            else:
-                resp = await self.respond(request, body, ctx)
-            return resp
-        except asyncio.CancelledError:
-            ctx.cancel()
-            raise
-        except Exception as exc:
-            if isinstance(exc, ConnectionError):
-                ctx.cancel()
-            resp = self.failure(exc, request, ctx.request.id)
-            return resp
-        finally:
-            ctx.close()
-            if resp is None:  # cancelled: the client went away
-                ticket.finish(499, request.content_length or 0, 0)
-            else:
-                ticket.finish(resp.status, request.content_length or 0,
-                              resp.body_length or resp.content_length or 0)
-            if span is not None:  # after the access line, which reads its trace id
-                span.finish(499 if resp is None else resp.status)
+    def _answers(self) -> tuple[Callable[..., Answer], Callable[..., Answer] | None]:
+        """(answer, its variant past the router): a JSON value that sets nothing on a
+        Context is its encoder's bytes (written whole by `JsonAnswer` past the router);
+        everything else is the output facet's `HttpBody`."""
+        encode = self.output.json_encoder()
+        if encode is None or self.api.context_param is not None or self.api.output.stream:
+            return self.answer, None
 
-    @staticmethod
-    def failure(exc: Exception, request: web.Request, request_id: str) -> web.Response:
-        """The answer to what handling `request` raised, logged when it is not the
-        client's fault (aiohttp's own redirects, below 400, are raised on)."""
-        if isinstance(exc, TensorwireError):
-            if not exc.public:
-                log.error("%s %s failed [%s]: %s", request.method, request.path,
-                          request_id, exc.message)
-            return error_response(exc, request_id)
-        if isinstance(exc, web.HTTPException):  # aiohttp's own, e.g. 413 from read()
-            if exc.status < 400:
-                raise exc
-            return error_response(from_http_exception(exc), request_id)
-        if isinstance(exc, ConnectionError):  # the client left mid-request (mid-upload)
-            log.info("%s %s: client went away [%s]: %s", request.method, request.path,
-                     request_id, exc)
-            return error_response(Cancelled(), request_id)
-        log.error("%s %s failed [%s]", request.method, request.path, request_id,
-                  exc_info=exc)
-        return error_response(as_error(exc), request_id)
+        def json_answer(result: Any, request: web.Request, ctx: Context | None,
+                        kept: Any) -> web.StreamResponse:
+            return web.Response(body=encode(result), headers=_JSON_HEADERS)
 
-    @property
-    def handler(self) -> Handler:
-        """What the route calls: the API's compiled handler when it has one (see
-        `tensorwire.http.compiled`), else `handle`."""
-        return compile_handler(self) or self.handle
+        def direct_json_answer(result: Any, request: web.Request, ctx: Context | None,
+                               kept: Any) -> web.StreamResponse:
+            return JsonAnswer(encode(result))
 
-    @property
-    def direct_handler(self) -> Handler | None:
-        """The compiled handler's variant for `tensorwire.http.direct.DirectRoutes`
-        (None when the API has no compiled handler)."""
-        return compile_handler(self, direct=True)
+        return json_answer, direct_json_answer
 
-    def _plain_json(self, request: web.Request) -> bool:
-        """The common case, decided without a coroutine: a JSON object body within the
-        size limit for an API with neither a root input nor files."""
-        return self.plain_json_length(request) >= 0
+    def answer(self, result: Any, request: web.Request, ctx: Context | None,
+               kept: Any) -> Answer:
+        """The response of a result: the output facet's body for the request's Accept,
+        with the status and headers the method set on its Context."""
+        body = self.output.encode(result, request.headers.get("Accept"))
+        if isinstance(body.content, bytes | bytearray | memoryview):
+            return web.Response(status=200 if ctx is None else ctx.response.status_code,
+                                body=body.content, headers=self._headers(body, ctx))
+        return self.respond(request, body, ctx)
 
-    def plain_json_length(self, request: web.Request) -> int:
-        """The body's length in the common case (`_plain_json`), else -1. Headers are
-        looked up by aiohttp's `istr` names, which skip case folding (half the cost of
-        a plain string key per lookup)."""
-        if self._not_plain:
-            return -1
+    async def read(self, request: web.Request, scope: Any) -> tuple[dict[str, Any], None]:
+        """The validated arguments of any request shape (`plain_length` says when the
+        envelope reads a plain JSON object itself)."""
+        return await self.decode(request, scope), None
+
+    def plain_length(self, request: web.Request) -> int:
+        """The body's length in the common case, else -1: a JSON object body within the
+        size limit for an API with neither a root input nor files. Headers are looked up
+        by aiohttp's `istr` names, which skip case folding (half the cost of a plain
+        string key per lookup)."""
         headers = request.headers
         length = headers.get(hdrs.CONTENT_LENGTH)
         if length is None or (size := int(length)) > self.max_size:
@@ -184,14 +141,14 @@ class HttpEndpoint:
         return -1
 
     @staticmethod
-    def _headers(body: HttpBody, ctx: Context) -> dict[str, str]:
-        extra = ctx.response.headers
+    def _headers(body: HttpBody, ctx: Context | None) -> dict[str, str]:
+        extra = ctx.response.headers if ctx is not None else None
         if not body.headers and not extra:
             return {"Content-Type": body.media_type}
-        return {"Content-Type": body.media_type, **body.headers, **extra}
+        return {"Content-Type": body.media_type, **body.headers, **(extra or {})}
 
     # ------------------------------------------------------------------ inputs
-    async def decode(self, request: web.Request, ctx: Context) -> dict[str, Any]:
+    async def decode(self, request: web.Request, ctx: Any) -> dict[str, Any]:
         api = self.api
         length = request.content_length
         if length is not None and length > self.max_size:
@@ -223,7 +180,7 @@ class HttpEndpoint:
             raise UnsupportedMediaType(f"{api.name} takes files: send multipart/form-data")
         return self.decoder.decode_json(await read_body(request, self.max_size))
 
-    async def decode_multipart(self, request: web.Request, ctx: Context) -> dict[str, Any]:
+    async def decode_multipart(self, request: web.Request, ctx: Any) -> dict[str, Any]:
         """Parts streamed one at a time; each goes to its field's codec."""
         api = self.api
         try:
@@ -276,10 +233,10 @@ class HttpEndpoint:
         return values
 
     # ------------------------------------------------------------------ outputs
-    async def respond(self, request: web.Request, body: HttpBody, ctx: Context
+    async def respond(self, request: web.Request, body: HttpBody, ctx: Context | None
                       ) -> web.StreamResponse:
-        """A streamed body (a file, a multipart answer); bytes are answered in `handle`."""
-        resp = web.StreamResponse(status=ctx.response.status_code,
+        """A streamed body (a file, a multipart answer); bytes are answered in `answer`."""
+        resp = web.StreamResponse(status=200 if ctx is None else ctx.response.status_code,
                                   headers=self._headers(body, ctx))
         if body.length is not None:
             resp.content_length = body.length
@@ -298,12 +255,11 @@ class HttpEndpoint:
                      ctx: Context | None) -> web.StreamResponse:
         """One frame per chunk (server-sent events, or what the client reads: see
         streams), written as soon as the method yields it. `ctx` is None for a method
-        that declares no Context (the compiled handler's call): status 200, no headers
-        of the method's own."""
+        that declares no Context: status 200, no headers of the method's own."""
         framing = framing_for(request.headers, self.output.output_media)
         write_chunk = (self._sse_chunk if framing is SSE else
                        chunk_writer(framing, self._encode_chunk))
-        stream = self.runtime.open_stream(self.api, kwargs, ctx)
+        stream = self.plan.open(kwargs, ctx)
         chunks, mark = stream.chunks, stream.mark  # the loop of runtime.streams, inline
         try:
             # Failures before the first chunk still get a proper status code.

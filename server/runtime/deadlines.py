@@ -14,22 +14,31 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..errors import DeadlineExceeded
+
 #: The sweeper checks this many times per shortest limit (bounded by _MIN/_MAX_TICK).
 _TICKS_PER_LIMIT = 20
 _MIN_TICK = 0.002
 _MAX_TICK = 0.05
 
 
-class Expired(Exception):
-    """The awaited work ran past its limit (the caller turns it into its own error)."""
+class Expired(DeadlineExceeded):
+    """The awaited work ran past its limit: a DeadlineExceeded (504 /
+    DEADLINE_EXCEEDED) naming the limit, so that every transport answers it as it
+    answers any error, with no mapping of its own."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        super().__init__(f"the request did not complete within {limit:g} s")
 
 
 class _Entry:
-    __slots__ = ("cancelling", "deadline", "expired", "task")
+    __slots__ = ("cancelling", "deadline", "expired", "limit", "task")
 
-    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
+    def __init__(self, task: asyncio.Task[Any], deadline: float, limit: float) -> None:
         self.task = task
         self.deadline = deadline
+        self.limit = limit
         self.cancelling = task.cancelling()
         self.expired = False
 
@@ -71,7 +80,7 @@ class Deadlines:
         loop = task.get_loop()
         if loop is not self._loop:  # first use, or a new loop (tests): its own sweeper
             self._loop, self._timer = loop, None
-        entry = _Entry(task, loop.time() + limit)
+        entry = _Entry(task, loop.time() + limit, limit)
         self._entries[id(entry)] = entry
         self._start(limit)
         return entry
@@ -81,7 +90,7 @@ class Deadlines:
         """Raise `Expired` if the cancellation being handled was this limit's own (and
         no one else asked for one too, as `asyncio.timeout` decides)."""
         if entry.expired and entry.task.uncancel() <= entry.cancelling:
-            raise Expired from None
+            raise Expired(entry.limit) from None
 
     @staticmethod
     def leave(entry: _Entry) -> None:
@@ -165,13 +174,12 @@ class Watch(_Entry):
             watch.close()
     """
 
-    __slots__ = ("_deadlines", "holding", "limit", "made", "seen")
+    __slots__ = ("_deadlines", "holding", "made", "seen")
 
     def __init__(self, deadlines: Deadlines, task: asyncio.Task[Any], deadline: float,
                  limit: float) -> None:
-        super().__init__(task, deadline)
+        super().__init__(task, deadline, limit)
         self._deadlines = deadlines
-        self.limit = limit
         #: Chunks made so far, and as many as the sweeper has seen.
         self.made = 0
         self.seen = 0

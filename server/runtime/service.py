@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..codecs import transfer
@@ -32,6 +32,7 @@ from .admission import Admission
 from .batching import Batcher
 from .deadlines import Deadlines, Expired
 from .handoff import Handoff
+from .plan import RequestPlan
 from .streams import Stream
 
 log = logging.getLogger("tensorwire.runtime")
@@ -71,6 +72,7 @@ class ServiceRuntime:
         self._methods: dict[str, Callable[..., Any]] = {}
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
+        self._plans: dict[str, RequestPlan] = {}
         self._deadlines = Deadlines()
         #: OpenTelemetry spans of requests; None (and nothing imported) when off.
         self.tracing = Tracing.from_settings(self.settings, spec.name, self.admission.routes)
@@ -88,6 +90,7 @@ class ServiceRuntime:
             self._callers[api.name] = _argument_layout(api)
             if api.batchable:
                 self._batchers[api.name] = self._batcher(api)
+        self._plans = {name: RequestPlan(api, self) for name, api in self.spec.apis.items()}
         self.ready = True
 
     def _batcher(self, api: APISpec) -> Any:
@@ -137,12 +140,31 @@ class ServiceRuntime:
         return self.admission.draining
 
     # ------------------------------------------------------------------ calls
-    def limit_for(self, deadline: float | None) -> float | None:
-        """The seconds this call may take: the server's limit or the client's deadline."""
-        limit = self.admission.timeout
-        if deadline is not None and (limit is None or deadline < limit):
-            return max(deadline, 0.0)
-        return limit
+    def plan(self, name: str) -> RequestPlan:
+        """The request plan of the API `name` (see `tensorwire.runtime.plan`): every
+        transport runs its requests through it. Made at `start`."""
+        return self._plans[name]
+
+    def method(self, name: str) -> Callable[..., Any]:
+        """The API's method, bound to the service instance (after `start`)."""
+        return self._methods[name]
+
+    def layout(self, name: str) -> Callable[[dict[str, Any], Context | None],
+                                             tuple[tuple, dict]]:
+        """How the API's validated arguments (and the Context) map onto its method's
+        parameters, decided once."""
+        return self._callers[name]  # type: ignore[return-value]
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The per-request time limits of this worker's loop."""
+        return self._deadlines
+
+    def timed_out(self, limit: float, ctx: Context | None = None) -> DeadlineExceeded:
+        """The error of a stream whose chunk ran past `limit` seconds (cancelling `ctx`)."""
+        if ctx is not None:
+            ctx.cancel()  # a sync generator still stepping may poll ctx.cancelled and stop
+        return Expired(limit)
 
     def _prepare(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None):
         if not self.ready:
@@ -150,91 +172,6 @@ class ServiceRuntime:
         method = self._methods[api.name]
         args, kw = self._callers[api.name](kwargs, ctx)
         return method, args, kw
-
-    def direct(self, api: APISpec) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
-        """The call of a unary API with nothing around it, for a handler compiled per
-        API: validated arguments in, an awaitable of the host-side result out.
-
-        None when the call needs a request's `Context` (the method declares one) or
-        per-call bookkeeping (tracing, device outputs outside a batch): the transport
-        then takes the general path, `call`. The time limit stays the caller's (see
-        `Deadlines.enter`), so that it costs no coroutine frame. Call it after `start`.
-        """
-        if (api.output.stream or api.context_param is not None or self.tracing is not None
-                or not self.ready):
-            return None
-        if api.batchable:
-            return self._batchers[api.name].submit
-        if api.output.codec.has_tensors:
-            return None
-        method = self._methods[api.name]
-        run = self.handoff.run
-        # the thread's job needs no cleanup when the caller stops waiting: without a
-        # Context there is no temp dir to keep until it returns
-        if api.is_root:  # the one input is positional (it may be positional-only)
-            root = api.root_field.name
-            if api.is_async:
-                return lambda kwargs: method(kwargs[root])
-            return lambda kwargs: run(functools.partial(method, kwargs[root])).future
-        if api.is_async:
-            return lambda kwargs: method(**kwargs)
-        return lambda kwargs: run(functools.partial(method, **kwargs)).future
-
-    @property
-    def deadlines(self) -> Deadlines:
-        """The per-request time limits of this worker's loop (compiled handlers)."""
-        return self._deadlines
-
-    def timed_out(self, limit: float, ctx: Context | None = None) -> DeadlineExceeded:
-        """The error of a call that ran past `limit` seconds (cancelling `ctx`)."""
-        if ctx is not None:
-            ctx.cancel()  # a sync method still running may poll ctx.cancelled and stop
-        return DeadlineExceeded(f"the request did not complete within {limit:g} s")
-
-    async def call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context,
-                   deadline: float | None = None) -> Any:
-        """Run a unary API and return its (host-side) result.
-
-        `deadline`: seconds the client still waits (gRPC), None when it did not say.
-        """
-        limit = self.limit_for(deadline)
-        if api.is_async and not api.batchable and not api.output.codec.has_tensors:
-            # The method's own coroutine, unwrapped: nothing to do after it returns.
-            method, args, kw = self._prepare(api, kwargs, ctx)
-            work = method(*args, **kw)
-        else:
-            work = self._call(api, kwargs, ctx)
-        if self.tracing is not None and not api.batchable:  # a batch traces its own call
-            work = self.tracing.model_call(work)
-        if limit is None:
-            return await work
-        try:
-            return await self._deadlines.run(limit, work)
-        except Expired:
-            raise self.timed_out(limit, ctx) from None
-
-    async def _call(self, api: APISpec, kwargs: dict[str, Any], ctx: Context) -> Any:
-        if api.batchable:
-            if not self.ready:
-                raise ServiceUnavailable("the service is not ready")
-            return await self._batchers[api.name].submit(kwargs)
-        method, args, kw = self._prepare(api, kwargs, ctx)
-        if api.is_async:
-            result = await method(*args, **kw)
-        else:
-            call = functools.partial(method, *args, **kw)
-            if self.tracing is not None:  # the method's own spans nest under the request
-                call = self.tracing.in_context(call)
-            job = self.handoff.run(call)
-            try:
-                result = await job.future
-            except asyncio.CancelledError:
-                ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
-                ctx.close_after(job)  # and its temp files stay until it returns
-                raise
-        if not api.output.codec.has_tensors:  # no device tensors: skip a coroutine
-            return result
-        return await self.to_host(api, result)
 
     def open_stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
                     ) -> Stream:
@@ -260,24 +197,6 @@ class ServiceRuntime:
         return Stream(chunks, gen, watch,
                       lambda: self.timed_out(limit, ctx),  # type: ignore[arg-type]
                       ctx)
-
-    async def stream(self, api: APISpec, kwargs: dict[str, Any], ctx: Context | None
-                     ) -> AsyncIterator[Any]:
-        """`open_stream` as an async generator, for a transport that passes the chunks
-        on by yielding them (grpc.aio)."""
-        stream = self.open_stream(api, kwargs, ctx)
-        mark = stream.mark
-        try:
-            async for chunk in stream.chunks:
-                mark.made += 1
-                mark.holding = True
-                yield chunk
-                mark.holding = False
-        except asyncio.CancelledError:
-            stream.check()
-            raise
-        finally:
-            await stream.aclose()
 
     async def _steps_in_pool(self, api: APISpec, gen: Any) -> AsyncIterator[Any]:
         """A `def` generator's chunks, each `next()` in the pool; closed in the pool too,

@@ -1,10 +1,10 @@
 """The one data plane both v2 transports delegate to: models, health, metadata, infer.
 
 As MLServer's `DataPlane`: the HTTP routes and the gRPC servicer convert their wire
-form into `Tensor`s, call here, and convert back. Inference runs through the same
-`ServiceRuntime.call` as the native routes (time limits, batching: a batchable API
-batches v2 and native requests together); admission stays with the transports, which
-know the status they answered.
+form into `Tensor`s, decode here, and convert back what `outputs` gives. Inference runs
+through the API's request plan within each protocol's one envelope, as the native routes
+do (admission, time limits, batching: a batchable API batches v2 and native requests
+together).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..codecs import Scope
 from ..codecs.v2_facet import Tensor
-from ..context import Context
 from ..errors import NotFound
 from ..runtime.service import ServiceRuntime
 from ..version import __version__
@@ -77,18 +77,19 @@ class Repository:
         return out
 
     # ------------------------------------------------------------------ infer
-    async def infer(self, model: V2Model, inputs: Mapping[str, Tensor],
-                    requested: Sequence[str], ctx: Context,
-                    deadline: float | None = None) -> list[Tensor]:
-        """Decode, run the API, encode; only the `requested` outputs (all if none).
-
-        `ctx` is the request's Context: the decode scope (uploads go to its temp dir)
-        and what the method sees. `deadline`: seconds the client still waits (gRPC).
-        """
+    @staticmethod
+    def decode(model: V2Model, inputs: Mapping[str, Tensor], requested: Sequence[str],
+               scope: Scope) -> dict[str, Any]:
+        """The API's validated arguments from a request's tensors, once the model is
+        known to be callable and the `requested` outputs to exist. `scope` is the
+        request's decode scope (its Context when the API takes files)."""
         model.refuse_if_unsupported()
         model.check_requested(requested)
-        kwargs = model.decode(inputs, ctx)
-        result = await self.runtime.call(model.api, kwargs, ctx, deadline)
+        return model.decode(inputs, scope)
+
+    @staticmethod
+    def outputs(model: V2Model, result: Any, requested: Sequence[str]) -> list[Tensor]:
+        """A result's output tensors: only the `requested` ones (all if none)."""
         outputs = model.encode(result)
         if requested:
             wanted = set(requested)

@@ -14,24 +14,20 @@ are 400 as the protocol asks, an unknown model or version 404, a stream 501.
 
 from __future__ import annotations
 
-import asyncio
-import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from ..codecs.v2_facet import Tensor
-from ..context import Context, Headers, RequestInfo
-from ..errors import (
-    Cancelled,
-    InvalidArgument,
-    PayloadTooLarge,
-    TensorwireError,
-    as_error,
-)
+from ..context import Context
+from ..errors import InvalidArgument, PayloadTooLarge, TensorwireError
 from ..http.body import read_body
-from ..http.responses import error_response, from_http_exception, json_errors
+from ..http.direct import Handler
+from ..http.envelope import HttpEnvelope, HttpRoute
+from ..http.responses import error_response, json_errors
+from ..runtime.plan import RequestPlan
 from ..settings import Settings
 from ..wire.oip import (
     INFERENCE_HEADER_CONTENT_LENGTH,
@@ -40,9 +36,8 @@ from ..wire.oip import (
     build_http_infer_response,
     parse_http_infer_request,
 )
+from .model import V2Model
 from .repository import Repository
-
-log = logging.getLogger("tensorwire.v2")
 
 #: Responses up to this size are joined and sent in one write; larger ones are
 #: written chunk by chunk, each output's bytes straight from its array.
@@ -69,11 +64,17 @@ class V2Routes:
     def __init__(self, repository: Repository, settings: Settings) -> None:
         self.repository = repository
         self.runtime = repository.runtime
-        self.admission = repository.runtime.admission
         self.max_size = settings.max_request_size
+        #: Each model's infer handler, made by the app's envelope (`install`).
+        self.handlers: dict[str, Handler] = {}
 
-    def install(self, router: web.UrlDispatcher) -> None:
-        """Add the routes (before the app's catch-all, which answers 404/405)."""
+    def install(self, router: web.UrlDispatcher, envelope: HttpEnvelope) -> None:
+        """Add the routes (before the app's catch-all, which answers 404/405); inference
+        goes through the app's one envelope, as the native routes do."""
+        self.handlers = {
+            name: envelope.handler(envelope.route(model_route(
+                self.repository, model, self.runtime.plan(name), self.max_size)))
+            for name, model in self.repository.models.items()}
         router.add_get("/v2", json_errors(self.server_metadata))
         router.add_get("/v2/health/live", json_errors(self.live))
         router.add_get("/v2/health/ready", json_errors(self.ready))
@@ -133,87 +134,66 @@ class V2Routes:
         return _json({"name": model.name, "ready": False, "error": reason}, 400)
 
     async def infer(self, request: web.Request) -> web.StreamResponse:
-        """Admission, decode, call, encode: the native endpoint's shape, for v2 bodies."""
+        """The model's infer route, through the one HTTP envelope (an unknown model or
+        version is 404 before admission: no metric for unknown names)."""
         try:
             model = self.repository.model(request.match_info["model"],
                                           request.match_info.get("version"))
-        except TensorwireError as exc:  # before admission: no metric for unknown names
-            return _error(exc)
-        info = RequestInfo("http", model.name, Headers(request.headers),
-                           lambda: request.remote)
-        try:
-            ticket = self.admission.admit("http", model.name, info)
-        except TensorwireError as exc:  # draining or over the concurrency limit
-            return _error(exc, info.id)
-        resp: web.StreamResponse | None = None
-        ctx = self.runtime.context(info)
-        try:
-            model.refuse_if_unsupported()
-            length = request.content_length
-            if length is not None and length > self.max_size:
-                raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit "
-                                      f"of {self.max_size} bytes")
-            # gzip/deflate bodies (tritonclient's request_compression_algorithm) are
-            # inflated within the size limit; the header length counts inflated bytes
-            parsed = parse_http_infer_request(
-                await read_body(request, self.max_size),
-                request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH),
-                raw_input=model.raw_input)
-            inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters)
-                      for i in parsed.inputs}
-            outputs = await self.repository.infer(model, inputs,
-                                                  [o.name for o in parsed.outputs], ctx)
-            built = build_http_infer_response(
-                [ResponseOutput(t.name, t.array, parsed.wants_binary(t.name),
-                                t.parameters or None) for t in outputs],
-                model_name=model.name, model_version=model.version, id=parsed.id)
-            resp = await self.respond(request, built, ctx)
-            return resp
         except TensorwireError as exc:
-            if not exc.public:
-                log.error("v2 %s failed [%s]: %s", model.name, ctx.request.id, exc.message)
-            resp = _error(exc, ctx.request.id)
-            return resp
-        except web.HTTPException as exc:  # aiohttp's own, e.g. 413 from request.read()
-            if exc.status < 400:
-                raise
-            resp = _error(from_http_exception(exc), ctx.request.id)
-            return resp
-        except asyncio.CancelledError:
-            ctx.cancel()
-            raise
-        except ConnectionError as exc:  # the client left mid-request
-            ctx.cancel()
-            log.info("v2 %s: client went away [%s]: %s", model.name, ctx.request.id, exc)
-            resp = _error(Cancelled(), ctx.request.id)
-            return resp
-        except Exception as exc:
-            log.exception("v2 %s failed [%s]", model.name, ctx.request.id)
-            resp = _error(as_error(exc), ctx.request.id)
-            return resp
-        finally:
-            ctx.close()
-            if resp is None:
-                ticket.finish(499, request.content_length or 0, 0)
-            else:
-                ticket.finish(resp.status, request.content_length or 0,
-                              resp.body_length or resp.content_length or 0)
+            return _error(exc)
+        return await self.handlers[model.name](request)
 
-    @staticmethod
-    async def respond(request: web.Request, built: HttpInferResponse, ctx: Context
-                      ) -> web.StreamResponse:
-        """The body: joined when small, else each output written from its array."""
-        headers: dict[str, Any] = {"Content-Type": built.content_type,
-                                   **ctx.response.headers}
-        if built.header_length is not None:
-            headers[INFERENCE_HEADER_CONTENT_LENGTH] = str(built.header_length)
-        total = built.content_length
-        if total <= JOIN_LIMIT or len(built.chunks) == 1:
-            return web.Response(body=built.body(), headers=headers)
-        resp = web.StreamResponse(headers=headers)
-        resp.content_length = total
-        await resp.prepare(request)
-        for chunk in built.chunks:
-            await resp.write(chunk)
-        await resp.write_eof()
-        return resp
+
+def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
+                max_size: int) -> HttpRoute:
+    """How one v2 model's `POST .../infer` reads and answers, over its API's plan."""
+
+    async def read(request: web.Request, scope: Any) -> tuple[dict[str, Any], Any]:
+        length = request.content_length
+        if length is not None and length > max_size:
+            raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit "
+                                  f"of {max_size} bytes")
+        # gzip/deflate bodies (tritonclient's request_compression_algorithm) are
+        # inflated within the size limit; the header length counts inflated bytes
+        parsed = parse_http_infer_request(
+            await read_body(request, max_size),
+            request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH),
+            raw_input=model.raw_input)
+        inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters) for i in parsed.inputs}
+        kwargs = repository.decode(model, inputs, [o.name for o in parsed.outputs], scope)
+        return kwargs, parsed
+
+    def answer(result: Any, request: web.Request, ctx: Context | None,
+               parsed: Any) -> web.StreamResponse | Awaitable[web.StreamResponse]:
+        outputs = repository.outputs(model, result, [o.name for o in parsed.outputs])
+        built = build_http_infer_response(
+            [ResponseOutput(t.name, t.array, parsed.wants_binary(t.name),
+                            t.parameters or None) for t in outputs],
+            model_name=model.name, model_version=model.version, id=parsed.id)
+        return respond(request, built, ctx)
+
+    return HttpRoute(model.name, plan, read, answer, error=_error, what=f"v2 {model.name}")
+
+
+def respond(request: web.Request, built: HttpInferResponse, ctx: Context | None
+            ) -> web.StreamResponse | Awaitable[web.StreamResponse]:
+    """The body: joined when small, else each output written from its array."""
+    headers: dict[str, Any] = {"Content-Type": built.content_type}
+    if ctx is not None:
+        headers.update(ctx.response.headers)
+    if built.header_length is not None:
+        headers[INFERENCE_HEADER_CONTENT_LENGTH] = str(built.header_length)
+    if built.content_length <= JOIN_LIMIT or len(built.chunks) == 1:
+        return web.Response(body=built.body(), headers=headers)
+    return _written(request, built, headers)
+
+
+async def _written(request: web.Request, built: HttpInferResponse,
+                   headers: dict[str, Any]) -> web.StreamResponse:
+    resp = web.StreamResponse(headers=headers)
+    resp.content_length = built.content_length
+    await resp.prepare(request)
+    for chunk in built.chunks:
+        await resp.write(chunk)
+    await resp.write_eof()
+    return resp

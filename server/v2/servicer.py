@@ -12,7 +12,6 @@ views of the received buffer (`framing`); outputs always go back as
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -22,13 +21,10 @@ from google.protobuf.message import DecodeError
 
 from .. import inference as pb
 from ..codecs.v2_facet import Tensor
-from ..context import Context, Headers, RequestInfo
-from ..errors import (
-    InternalError,
-    InvalidArgument,
-    TensorwireError,
-)
-from ..grpc.failures import abort, failed
+from ..errors import InternalError, InvalidArgument, TensorwireError
+from ..grpc.envelope import GrpcEnvelope, GrpcRoute
+from ..grpc.failures import abort
+from ..runtime.plan import RequestPlan
 from ..wire.oip import (
     arrays_from_infer_request,
     params_from_proto,
@@ -58,10 +54,21 @@ class V2Servicer:
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
         self.runtime = repository.runtime
-        self.admission = repository.runtime.admission
+        #: Each model's `ModelInfer`, and its answers within Triton's stream.
+        self.routes: dict[str, GrpcRoute] = {}
+        self.stream_routes: dict[str, GrpcRoute] = {}
+        self.envelope: GrpcEnvelope | None = None
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        """One generic handler for the whole service (bytes in, bytes out)."""
+    def handler(self, envelope: GrpcEnvelope) -> grpc.GenericRpcHandler:
+        """One generic handler for the whole service (bytes in, bytes out); inference
+        goes through the server's one envelope, as the native methods do."""
+        self.envelope = envelope
+        models = self.repository.models.items()
+        self.routes = {name: envelope.route(model_route(
+            self.repository, model, self.runtime.plan(name))) for name, model in models}
+        self.stream_routes = {name: envelope.route(model_route(
+            self.repository, model, self.runtime.plan(name), streamed=True))
+            for name, model in models}
         unary = grpc.unary_unary_rpc_method_handler
         methods = {
             "ServerLive": unary(self._small(pb.ServerLiveRequest, self.server_live)),
@@ -84,11 +91,11 @@ class V2Servicer:
             try:
                 return answer(_parse(request_cls, data)).SerializeToString()
             except TensorwireError as exc:
-                await _abort(context, exc, None)
+                await abort(context, exc, None)
                 raise  # unreachable: abort raises
             except Exception:
                 log.exception("v2 %s failed", request_cls.DESCRIPTOR.name)
-                await _abort(context, InternalError(), None)
+                await abort(context, InternalError(), None)
                 raise  # unreachable: abort raises
 
         return handle
@@ -129,62 +136,15 @@ class V2Servicer:
         return request, raw, self.repository.model(request.model_name,
                                                    request.model_version)
 
-    def _context(self, model: V2Model, context: grpc.aio.ServicerContext) -> Context:
-        def metadata() -> list[tuple[str, str]]:
-            return [(k, v) for k, v in (context.invocation_metadata() or ())
-                    if not k.endswith("-bin")]
-
-        return self.runtime.context(RequestInfo("grpc", model.name, Headers(metadata),
-                                                context.peer))
-
-    async def _infer(self, model: V2Model, request: Any, raw: Any, ctx: Context,
-                     deadline: float | None) -> bytes:
-        """One inference: the request's tensors in, the response's bytes out."""
-        model.refuse_if_unsupported()
-        arrays = arrays_from_infer_request(request, raw)
-        inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
-                  for i in request.inputs}
-        outputs = await self.repository.infer(model, inputs,
-                                              [o.name for o in request.outputs], ctx,
-                                              deadline)
-        return encode_response(model, request.id, outputs)
-
     async def model_infer(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             request, raw, model = self._request(data)
         except TensorwireError as exc:  # before admission: no metric for unknown names
-            await _abort(context, exc, None)
+            await abort(context, exc, None)
             raise  # unreachable: abort raises
-        ctx = self._context(model, context)
-        try:
-            ticket = self.admission.admit("grpc", model.name, ctx.request)
-        except TensorwireError as exc:  # draining or over the concurrency limit
-            ctx.close()
-            await _abort(context, exc, ctx)
-            raise  # unreachable: abort raises
-        code, sent = "OK", 0
-        try:
-            out = await self._infer(model, request, raw, ctx, context.time_remaining())
-            if ctx.response.headers:
-                await context.send_initial_metadata(
-                    [(k.lower(), v) for k, v in ctx.response.headers.items()])
-            sent = len(out)
-            return out
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            ctx.cancel()
-            raise
-        except grpc.aio.AbortError:
-            code = "ABORTED"
-            raise
-        except Exception as exc:
-            err = _error(exc, model.name, ctx)
-            code = err.grpc_code
-            await _abort(context, err, ctx)
-            raise  # unreachable: abort raises
-        finally:
-            ctx.close()
-            ticket.finish(code, len(data), sent)
+        assert self.envelope is not None
+        return await self.envelope.unary(self.routes[model.name], data, context,
+                                         (request, raw))
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes],
                                  context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
@@ -197,32 +157,35 @@ class V2Servicer:
         try:
             request, raw, model = self._request(data)
         except TensorwireError as exc:
-            return pb.ModelStreamInferResponse(error_message=exc.message).SerializeToString()
-        ctx = self._context(model, context)
-        try:
-            ticket = self.admission.admit("grpc", model.name, ctx.request)
-        except TensorwireError as exc:
-            ctx.close()
-            return pb.ModelStreamInferResponse(error_message=exc.message).SerializeToString()
-        code, sent = "OK", 0
-        try:
-            out = length_delimited(_STREAM_INFER_RESPONSE, await self._infer(
-                model, request, raw, ctx, context.time_remaining()))
-            sent = len(out)
-            return out
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            ctx.cancel()
-            raise
-        except Exception as exc:
-            err = _error(exc, model.name, ctx)
-            code = err.grpc_code
-            shown = err if err.public else InternalError()
-            return pb.ModelStreamInferResponse(error_message=shown.message
-                                               ).SerializeToString()
-        finally:
-            ctx.close()
-            ticket.finish(code, len(data), sent)
+            return _inband(exc)
+        assert self.envelope is not None
+        return await self.envelope.unary(self.stream_routes[model.name], data, context,
+                                         (request, raw), inband=_inband)
+
+
+def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
+                streamed: bool = False) -> GrpcRoute:
+    """How one v2 model's `ModelInfer` reads and writes, over its API's plan
+    (`streamed`: its answer framed as a `ModelStreamInferResponse`)."""
+    def read(payload: tuple[Any, Any], scope: Any) -> dict[str, Any]:
+        request, raw = payload
+        arrays = arrays_from_infer_request(request, raw)
+        inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
+                  for i in request.inputs}
+        return repository.decode(model, inputs, [o.name for o in request.outputs], scope)
+
+    def write(result: Any, payload: tuple[Any, Any]) -> bytes:
+        request = payload[0]
+        out = encode_response(model, request.id, repository.outputs(
+            model, result, [o.name for o in request.outputs]))
+        return length_delimited(_STREAM_INFER_RESPONSE, out) if streamed else out
+
+    return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}")
+
+
+def _inband(err: TensorwireError) -> bytes:
+    """A failed request of Triton's stream: its error as the response's message."""
+    return pb.ModelStreamInferResponse(error_message=err.message).SerializeToString()
 
 
 def encode_response(model: V2Model, request_id: str, outputs: list[Tensor]) -> bytes:
@@ -240,12 +203,3 @@ def encode_response(model: V2Model, request_id: str, outputs: list[Tensor]) -> b
         response.raw_output_contents.extend(bytes(p) for p in payloads)
         return response.SerializeToString()
     return join_raw_outputs(response.SerializeToString(), payloads)
-
-
-def _error(exc: BaseException, model: str, ctx: Context) -> TensorwireError:
-    return failed(exc, f"v2 {model}", ctx.request.id, log)
-
-
-async def _abort(context: grpc.aio.ServicerContext, err: TensorwireError,
-                 ctx: Context | None) -> None:
-    await abort(context, err, ctx.request.id if ctx is not None else None)

@@ -1,5 +1,6 @@
-"""The compiled HTTP handler: chosen for plain JSON APIs, and answering exactly as the
-general handler does (status, body, errors, time limits, metrics, access lines)."""
+"""The one HTTP envelope (`tensorwire.http.envelope`): every API's route, with or without
+a Context, unary or streamed, answered through it (status, body, errors, time limits,
+metrics, access lines, refusals)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel
 
 import tensorwire
-from tensorwire.http.endpoint import HttpEndpoint
+from tensorwire.http.envelope import HttpEnvelope
+from tensorwire.http.native import NativeSteps
 from tensorwire.runtime.service import ServiceRuntime
 from tensorwire.settings import Settings
 from tensorwire.telemetry.metrics import flush, render
@@ -28,7 +30,7 @@ class Point(BaseModel):
 
 
 @tensorwire.service
-class Compiled:
+class Enveloped:
     @tensorwire.api
     async def add(self, a: int, b: int = 1) -> int:
         return a + b
@@ -92,7 +94,7 @@ class Compiled:
 
 async def _runtime(**options: Any) -> ServiceRuntime:
     settings = Settings(**{"request_timeout": 0.3, "access_log": True, **options})
-    runtime = ServiceRuntime(tensorwire.get_service_spec(Compiled), settings)
+    runtime = ServiceRuntime(tensorwire.get_service_spec(Enveloped), settings)
     await runtime.start()
     return runtime
 
@@ -106,68 +108,94 @@ async def runtime() -> AsyncIterator[ServiceRuntime]:
         await runtime.close()
 
 
-def _endpoint(runtime: ServiceRuntime, name: str) -> HttpEndpoint:
-    return HttpEndpoint(runtime.spec.apis[name], runtime, runtime.settings)
+def _handler(runtime: ServiceRuntime, name: str) -> Any:
+    envelope = HttpEnvelope(runtime)
+    steps = NativeSteps(runtime.spec.apis[name], runtime, runtime.settings)
+    return envelope.handler(steps.route(envelope))
 
 
 @pytest.fixture
 async def client(runtime: ServiceRuntime) -> AsyncIterator[TestClient]:
-    """Each API twice: `/compiled/<api>` on the route's handler, `/general/<api>` on the
-    general one, so that a test can send the same request to both."""
+    """Each API on `/<api>`, served by the envelope's handler of its route."""
     app = web.Application()
     for name in runtime.spec.apis:
-        endpoint = _endpoint(runtime, name)
-        app.router.add_post(f"/compiled/{name}", endpoint.handler)
-        app.router.add_post(f"/general/{name}", endpoint.handle)
+        app.router.add_post(f"/{name}", _handler(runtime, name))
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
 
-async def test_plain_json_apis_get_a_compiled_handler(runtime: ServiceRuntime) -> None:
-    for name in ("add", "norm", "slow", "slow_def", "broken", "stream", "stream_def"):
-        endpoint = _endpoint(runtime, name)
-        assert endpoint.handler != endpoint.handle, name
+async def test_every_route_is_the_envelope_s_one_handler(runtime: ServiceRuntime) -> None:
+    """No second handler: whatever an API needs (a Context, a thread, a stream), its
+    route's handler is the envelope's, made by the same function."""
+    envelope = HttpEnvelope(runtime)
+    for name in runtime.spec.apis:
+        handler = envelope.handler(NativeSteps(runtime.spec.apis[name], runtime,
+                                               runtime.settings).route(envelope))
+        assert handler.__qualname__ == "HttpEnvelope.handler.<locals>.handle", name
 
 
-async def test_apis_that_need_more_keep_the_general_handler(
-        runtime: ServiceRuntime) -> None:
-    for name in ("with_context", "stream_context"):
-        endpoint = _endpoint(runtime, name)
-        assert endpoint.handler == endpoint.handle, name
+async def test_with_tracing_every_route_makes_its_span() -> None:
+    spans: list[Any] = []
 
+    class Span:
+        def __init__(self, info: Any) -> None:
+            self.info, self.steps = info, []
+            spans.append(self)
 
-async def test_tracing_keeps_the_general_handler() -> None:
+        def decoded(self) -> None:
+            self.steps.append("decoded")
+
+        def encoding(self) -> None:
+            self.steps.append("encoding")
+
+        def finish(self, status: Any) -> None:
+            self.steps.append(status)
+
+    class Tracer:
+        start = Span
+
     runtime = await _runtime()
     try:
-        runtime.tracing = object()  # any tracer: the compiled handler never makes spans
-        endpoint = _endpoint(runtime, "add")
-        assert endpoint.handler == endpoint.handle
+        runtime.tracing = Tracer()  # type: ignore[assignment]
+        app = web.Application()
+        app.router.add_post("/add", _handler(runtime, "add"))
+        async with TestClient(TestServer(app)) as traced:
+            assert (await _post(traced, "/add", b'{"a": 1}')).status == 200
+            assert (await _post(traced, "/add", b'{"a": "x"}')).status == 400
     finally:
         runtime.tracing = None
         await runtime.close()
+    assert [s.steps for s in spans] == [["decoded", "encoding", 200], [400]]
+    assert spans[0].info.api == "add"
 
 
+#: (api, payload, status, what the body holds: a JSON value, the error's text, or the
+#: events of a stream)
 CASES = [
-    ("add", {"a": 2, "b": 3}, 200),
-    ("add", {"a": 2}, 200),
-    ("add", {"a": "two"}, 400),            # names the field
-    ("add", {}, 400),                      # a missing field
-    ("add", {"a": 1, "c": 2}, 400),        # an unknown field
-    ("norm", {"p": {"x": 3, "y": 4}}, 200),
-    ("norm", {"p": {"x": 3}}, 400),        # a nested field
-    ("slow", {"seconds": 0.0}, 200),
-    ("slow", {"seconds": 2.0}, 504),       # past request_timeout
-    ("slow_def", {"seconds": 2.0}, 504),   # a def too
-    ("broken", {"a": 1}, 500),             # without the traceback
-    ("broken_later", {"a": 1}, 500),       # failing after a suspension
-    ("stream", {"n": 3}, 200),             # server-sent events
-    ("stream", {"n": 0}, 200),             # no event at all
-    ("stream", {"n": "x"}, 400),
-    ("stream_def", {"n": 3}, 200),         # a def generator, stepped in the pool
-    ("stream_fails", {"after": 0}, 500),   # before the first chunk: a status
-    ("stream_fails", {"after": 2}, 200),   # after it: an error event
-    ("stream_stalls", {"after": 0}, 504),  # the first chunk past the time limit
-    ("stream_stalls", {"after": 2}, 200),  # a later one: a 504 error event
+    ("add", {"a": 2, "b": 3}, 200, 5),
+    ("add", {"a": 2}, 200, 3),
+    ("add", {"a": "two"}, 400, "a: Input should be a valid integer, unable to parse "
+                               "string as an integer"),            # names the field
+    ("add", {}, 400, "a: Field required"),                         # a missing field
+    ("add", {"a": 1, "c": 2}, 400, "c: Extra inputs are not permitted"),  # unknown field
+    ("norm", {"p": {"x": 3, "y": 4}}, 200, {"norm": 5.0}),
+    ("norm", {"p": {"x": 3}}, 400, "p.y: Field required"),        # a nested field
+    ("slow", {"seconds": 0.0}, 200, 0.0),
+    ("slow", {"seconds": 2.0}, 504, "the request did not complete within 0.3 s"),
+    ("slow_def", {"seconds": 2.0}, 504, "the request did not complete within 0.3 s"),
+    ("broken", {"a": 1}, 500, "Internal server error"),           # without the traceback
+    ("broken_later", {"a": 1}, 500, "Internal server error"),     # after a suspension
+    ("with_context", {"a": 4}, 200, 4),                           # a Context
+    ("stream", {"n": 3}, 200, ["data: 0", "data: 1", "data: 2"]),  # server-sent events
+    ("stream", {"n": 0}, 200, []),                                # no event at all
+    ("stream", {"n": "x"}, 400, "n: Input should be a valid integer, unable to parse "
+                                "string as an integer"),
+    ("stream_def", {"n": 3}, 200, ["data: 0", "data: 1", "data: 2"]),  # stepped in the pool
+    ("stream_fails", {"after": 0}, 500, "Internal server error"),  # before the first chunk
+    ("stream_fails", {"after": 2}, 200, ["data: line 0", "data: line 1"]),
+    ("stream_stalls", {"after": 0}, 504, "the request did not complete within 0.3 s"),
+    ("stream_stalls", {"after": 2}, 200, ["data: 0", "data: 1"]),  # then a 504 event
+    ("stream_context", {"n": 2}, 200, ["data: 0", "data: 1"]),
 ]
 
 
@@ -185,41 +213,54 @@ def _without_id(body: bytes) -> Any:
     return value
 
 
-@pytest.mark.parametrize(("api", "payload", "status"), CASES)
-async def test_the_compiled_handler_answers_as_the_general_one(
-        client: TestClient, api: str, payload: dict[str, Any], status: int) -> None:
-    body = orjson.dumps(payload)
-    answers = []
-    for path in (f"/compiled/{api}", f"/general/{api}"):
-        resp = await _post(client, path, body)
-        data = await resp.read()
-        answers.append((resp.status, resp.headers["Content-Type"],
-                        data if resp.content_type == "text/event-stream"
-                        else _without_id(data)))
-    assert answers[0] == answers[1]
-    assert answers[0][0] == status, answers[0]
+@pytest.mark.parametrize(("api", "payload", "status", "expected"), CASES)
+async def test_each_request_answers_its_value_or_its_error(
+        client: TestClient, runtime: ServiceRuntime, api: str, payload: dict[str, Any],
+        status: int, expected: Any) -> None:
+    resp = await _post(client, f"/{api}", orjson.dumps(payload))
+    data = await resp.read()
+    assert resp.status == status, data
+    if resp.content_type == "text/event-stream":
+        events = [e for e in data.decode().split("\n\n") if e]
+        assert [e for e in events if not e.startswith("event: error")] == expected
+    elif status == 200:
+        assert orjson.loads(data) == expected
+    else:
+        body = orjson.loads(data)
+        assert body["error"] == expected
+        assert body["request_id"] == resp.headers["X-Request-ID"]
+    assert runtime.deadlines.pending == 0
+    assert runtime.admission.in_flight == 0
 
 
-async def test_a_compiled_stream_frames_for_its_client_as_the_general_one(
-        client: TestClient) -> None:
+async def test_a_context_api_answers_with_its_headers(client: TestClient) -> None:
+    for api in ("with_context", "stream_context"):
+        resp = await _post(client, f"/{api}", orjson.dumps({"a": 1, "n": 1}
+                                                           if api == "stream_context"
+                                                           else {"a": 1}))
+        assert resp.status in (200, 400)
+    resp = await _post(client, "/with_context", b'{"a": 1}')
+    assert (resp.status, resp.headers["X-Seen"]) == (200, "with_context")
+    resp = await _post(client, "/stream_context", b'{"n": 1}')
+    assert (resp.status, resp.headers["X-Seen"]) == (200, "stream_context")
+
+
+async def test_a_stream_frames_for_its_client(client: TestClient) -> None:
     """BentoML's client reads raw chunks, every other client events (streams.py)."""
-    for agent, media in (("BentoML HTTP Client/1.4", "application/json"),
-                         ("curl/8", "text/event-stream")):
-        answers = []
-        for path in ("/compiled/stream", "/general/stream"):
-            resp = await _post(client, path, b'{"n": 2}', **{"User-Agent": agent})
-            answers.append((resp.status, resp.content_type, await resp.read()))
-        assert answers[0] == answers[1]
-        assert answers[0][:2] == (200, media), answers[0]
+    for agent, media, body in (("BentoML HTTP Client/1.4", "application/json", b"01"),
+                               ("curl/8", "text/event-stream", b"data: 0\n\ndata: 1\n\n")):
+        resp = await _post(client, "/stream", b'{"n": 2}', **{"User-Agent": agent})
+        assert (resp.status, resp.content_type) == (200, media)
+        assert await resp.read() == body
 
 
-async def test_a_compiled_stream_is_counted_and_logged(
+async def test_a_stream_is_counted_and_logged(
         client: TestClient, runtime: ServiceRuntime,
         caplog: pytest.LogCaptureFixture) -> None:
     flush()
     ok = _count("stream", "200")
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
-        resp = await _post(client, "/compiled/stream", b'{"n": 2}',
+        resp = await _post(client, "/stream", b'{"n": 2}',
                            **{"X-Request-ID": "stream-1"})
         assert resp.status == 200 and (await resp.read()).count(b"data: ") == 2
     runtime.admission.flush()
@@ -242,7 +283,7 @@ async def test_only_a_method_that_suspends_goes_under_the_time_limit(
     monkeypatch.setattr(runtime.deadlines, "run", counting)
     app = web.Application()
     for name in ("add", "slow"):
-        app.router.add_post(f"/{name}", _endpoint(runtime, name).handler)
+        app.router.add_post(f"/{name}", _handler(runtime, name))
     async with TestClient(TestServer(app)) as patched:
         assert (await _post(patched, "/add", b'{"a": 1}')).status == 200
         assert limited == []
@@ -252,17 +293,18 @@ async def test_only_a_method_that_suspends_goes_under_the_time_limit(
     assert runtime.deadlines.pending == 0
 
 
-async def test_bad_json_is_a_400_on_the_compiled_path(client: TestClient) -> None:
-    resp = await _post(client, "/compiled/add", b"{not json")
+async def test_bad_json_is_a_400(client: TestClient) -> None:
+    resp = await _post(client, "/add", b"{not json")
     assert resp.status == 400
     assert "error" in await resp.json()
 
 
 async def test_an_error_carries_the_request_id_the_client_sent(client: TestClient) -> None:
-    resp = await _post(client, "/compiled/add", b"{}", **{"X-Request-ID": "req-compiled-1"})
-    assert resp.status == 400
-    assert resp.headers.get("X-Request-ID") == "req-compiled-1" or \
-        (await resp.json()).get("request_id") == "req-compiled-1"
+    for api in ("add", "with_context"):
+        resp = await _post(client, f"/{api}", b"{}", **{"X-Request-ID": "req-env-1"})
+        assert resp.status == 400
+        assert resp.headers.get("X-Request-ID") == "req-env-1"
+        assert (await resp.json()).get("request_id") == "req-env-1"
 
 
 def _count(api: str, status: str) -> float:
@@ -275,55 +317,71 @@ def _count(api: str, status: str) -> float:
     return total
 
 
-async def test_metrics_count_compiled_requests(client: TestClient,
+async def test_metrics_count_every_request(client: TestClient,
                                                runtime: ServiceRuntime) -> None:
     flush()  # counts other runtimes of this process still hold go in before the baseline
     ok, bad = _count("add", "200"), _count("add", "400")
     for _ in range(3):
-        assert (await _post(client, "/compiled/add", b'{"a": 1}')).status == 200
-    assert (await _post(client, "/compiled/add", b'{"a": "x"}')).status == 400
+        assert (await _post(client, "/add", b'{"a": 1}')).status == 200
+    assert (await _post(client, "/add", b'{"a": "x"}')).status == 400
     runtime.admission.flush()
     assert _count("add", "200") == ok + 3
     assert _count("add", "400") == bad + 1
 
 
-async def test_access_lines_are_written_for_compiled_requests(
+async def test_access_lines_are_written_for_every_request(
         client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="tensorwire.access"):
-        assert (await _post(client, "/compiled/add", b'{"a": 1}',
-                                     **{"X-Request-ID": "access-1"})).status == 200
-        assert (await _post(client, "/compiled/add", b'{"a": "x"}')).status == 400
+        assert (await _post(client, "/add", b'{"a": 1}',
+                            **{"X-Request-ID": "access-1"})).status == 200
+        assert (await _post(client, "/add", b'{"a": "x"}')).status == 400
     lines = [r.getMessage() for r in caplog.records if r.name == "tensorwire.access"]
     assert len(lines) == 2, lines
     assert "access-1" in lines[0] and "200" in lines[0]
     assert "400" in lines[1]
 
 
-async def test_draining_falls_back_to_the_general_refusal(
-        client: TestClient, runtime: ServiceRuntime) -> None:
+@pytest.mark.parametrize("api", ["add", "with_context", "stream"])
+async def test_draining_refuses_every_request(client: TestClient, runtime: ServiceRuntime,
+                                              api: str) -> None:
+    flush()
+    before = _count(api, "503")
     runtime.admission.draining = True
     try:
-        compiled = await _post(client, "/compiled/add", b'{"a": 1}')
-        general = await _post(client, "/general/add", b'{"a": 1}')
+        resp = await _post(client, f"/{api}", b'{"a": 1, "n": 1}')
     finally:
         runtime.admission.draining = False
-    assert compiled.status == general.status == 503
-    assert _without_id(await compiled.read()) == _without_id(await general.read())
+    assert resp.status == 503
+    assert (await resp.json())["error"] == ("the server is shutting down; retry on "
+                                            "another instance")
+    runtime.admission.flush()
+    assert _count(api, "503") == before + 1
+    assert runtime.admission.in_flight == 0
 
 
-async def test_a_chunked_body_takes_the_general_path(client: TestClient) -> None:
+async def test_a_runtime_not_ready_refuses_requests(client: TestClient,
+                                                    runtime: ServiceRuntime) -> None:
+    runtime.ready = False
+    try:
+        resp = await _post(client, "/add", b'{"a": 1}')
+    finally:
+        runtime.ready = True
+    assert (resp.status, (await resp.json())["error"]) == (503, "the service is not ready")
+
+
+async def test_a_chunked_body_is_read_in_bounded_steps(client: TestClient) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"a": '
         yield b"41}"
 
-    resp = await _post(client, "/compiled/add", chunks())
+    resp = await _post(client, "/add", chunks())
     assert resp.status == 200
     assert await resp.json() == 42
 
 
 async def test_a_stream_chunk_past_the_time_limit_ends_in_a_504_event(
         client: TestClient) -> None:
-    resp = await _post(client, "/compiled/stream_stalls", b'{"after": 2}')
+    resp = await _post(client, "/stream_stalls", b'{"after": 2}')
     events = (await resp.read()).decode().split("\n\n")
     assert resp.status == 200
     assert events[:2] == ["data: 0", "data: 1"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -107,7 +108,7 @@ def test_closing_the_rest_closes_the_method():
 
 
 def test_a_stream_is_bounded_per_chunk_made_and_never_for_its_consumer_s_time():
-    """`ServiceRuntime.stream` under a 0.2 s limit: chunks made at once or after a short
+    """A stream (`RequestPlan.open`) under a 0.2 s limit: chunks made at once or after a short
     wait pass, a consumer slower than the limit is never cut, a chunk whose making
     waits past the limit fails the stream, and nothing stays registered."""
     import tensorwire
@@ -140,27 +141,26 @@ def test_a_stream_is_bounded_per_chunk_made_and_never_for_its_consumer_s_time():
                                  Settings(request_timeout=0.2))
         await runtime.start()
         try:
-            spec = runtime.spec.apis
-            assert [c async for c in runtime.stream(spec["quick"], {"n": 5}, None)] == [
+            assert [c async for c in _chunks(runtime, "quick", {"n": 5})] == [
                 0, 1, 2, 3, 4]
             slow: list[int] = []
-            async for c in runtime.stream(spec["quick"], {"n": 3}, None):
+            async for c in _chunks(runtime, "quick", {"n": 3}):
                 slow.append(c)
                 await asyncio.sleep(0.3)  # the consumer's time: past the limit each chunk
             assert slow == [0, 1, 2]
             got: list[int] = []
             with pytest.raises(ValueError, match="after the chunks"):
-                async for c in runtime.stream(spec["mixed"], {"pause": 0.01}, None):
+                async for c in _chunks(runtime, "mixed", {"pause": 0.01}):
                     got.append(c)
             assert got == [0, 1]
             got.clear()
             with pytest.raises(DeadlineExceeded):
-                async for c in runtime.stream(spec["mixed"], {"pause": 2.0}, None):
+                async for c in _chunks(runtime, "mixed", {"pause": 2.0}):
                     got.append(c)
             assert got == [0]
             got.clear()
             with pytest.raises(DeadlineExceeded):  # a def generator's step in its thread
-                async for c in runtime.stream(spec["waits"], {"pause": 1.0}, None):
+                async for c in _chunks(runtime, "waits", {"pause": 1.0}):
                     got.append(c)
             assert got == [0]
             assert runtime.deadlines.pending == 0
@@ -168,3 +168,21 @@ def test_a_stream_is_bounded_per_chunk_made_and_never_for_its_consumer_s_time():
             await runtime.close()
 
     asyncio.run(scenario())
+
+
+async def _chunks(runtime: Any, name: str, kwargs: dict[str, Any]
+                  ) -> AsyncIterator[Any]:
+    """A stream's chunks as a transport takes them (the loop of `runtime.streams`)."""
+    stream = runtime.plan(name).open(kwargs, None)
+    mark = stream.mark
+    try:
+        async for chunk in stream.chunks:
+            mark.made += 1
+            mark.holding = True  # the consumer's time is not the stream's
+            yield chunk
+            mark.holding = False
+    except asyncio.CancelledError:
+        stream.check()
+        raise
+    finally:
+        await stream.aclose()

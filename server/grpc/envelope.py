@@ -1,0 +1,271 @@
+"""The one gRPC envelope: what every API call goes through, native or Open Inference
+Protocol, unary or streamed.
+
+grpclib serves every method with one request handler; here `GrpcEnvelope` is that
+handler for tensorwire's calls, and a `GrpcRoute` says what is particular to one API on
+one wire: how a request's bytes become validated arguments (`read`) and how a result or
+a chunk becomes a message (`write`). Everything around them is written once, here:
+
+- admission: a call while the server drains, over `max_concurrency` or not ready is
+  refused (UNAVAILABLE / RESOURCE_EXHAUSTED) and counted;
+- the API's request plan (`tensorwire.runtime.plan`): the method's call under the
+  shorter of the server's time limit and the client's deadline, a `Context` only for
+  an API that needs one, and a stream's chunks under their per-chunk limit;
+- cancellation (the client's, or the limit's), the metrics series, the access line
+  (its request id and peer made only when a line is written or an error answered), the
+  tracing span (`--tracing`), and the failure mapping (`failures`: the error model's
+  status, details, error kind and request id; or, for Triton's stream, the same error
+  as an in-band message).
+
+The unary and the stream handler differ only in how grpc.aio takes their answer (a
+return, a yield); their refusal, accounting and failure steps are the same methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from ..context import Context, Headers, RequestInfo
+from ..errors import InternalError, ServiceUnavailable, TensorwireError
+from ..runtime.plan import RequestPlan
+from ..runtime.service import ServiceRuntime
+from ..telemetry.metrics import Series
+from .failures import abort, failed
+
+#: Calls in flight on this worker from which a stream gives the loop three passes after
+#: each chunk instead of one (see `GrpcEnvelope.stream`).
+CROWDED = 8
+
+
+@dataclass(eq=False)
+class GrpcRoute:
+    """One API on one gRPC wire: its plan, and how its messages read and write."""
+
+    #: The API's (or v2 model's) name: metrics, access lines, logs.
+    name: str
+    plan: RequestPlan
+    #: (the request's bytes, or what the servicer parsed of them; the decode scope) ->
+    #: validated keyword arguments.
+    read: Callable[[Any, Any], dict[str, Any]]
+    #: (a result or a chunk; the request as `read` got it) -> the message's bytes.
+    write: Callable[[Any, Any], bytes]
+    #: Names what failed in the log (`v2 <model>` for the Open Inference Protocol).
+    what: str = ""
+    #: The route's metrics series (set by the envelope; None with metrics off).
+    series: Series | None = None
+
+    def __post_init__(self) -> None:
+        self.what = self.what or self.name
+
+
+def metadata_of(context: grpc.aio.ServicerContext) -> Callable[[], list[tuple[str, str]]]:
+    """The call's text metadata, read when first asked for (see `Headers`)."""
+    def metadata() -> list[tuple[str, str]]:
+        return [(k, v) for k, v in (context.invocation_metadata() or ())
+                if not k.endswith("-bin")]
+
+    return metadata
+
+
+def request_info(name: str, context: grpc.aio.ServicerContext) -> RequestInfo:
+    """A call's RequestInfo: metadata, peer and request id all read lazily."""
+    return RequestInfo("grpc", name, Headers(metadata_of(context)), context.peer)
+
+
+class GrpcEnvelope:
+    """Admission, plan, cancellation, metrics, access line, span and failure mapping of
+    every gRPC call of one worker (see the module docstring)."""
+
+    def __init__(self, runtime: ServiceRuntime, log: logging.Logger) -> None:
+        self.runtime = runtime
+        self.admission = runtime.admission
+        self.tracing = runtime.tracing
+        self.log = log
+
+    def route(self, route: GrpcRoute, rpc_method: str | None = None,
+              rpc_path: str | None = None) -> GrpcRoute:
+        """Register `route`: its metrics series (an API's, whichever wire calls it) and,
+        for an API's own method, how access lines and spans name it."""
+        if rpc_method is not None and rpc_path is not None:
+            self.admission.describe("grpc", route.name, rpc_method, rpc_path)
+        route.series = self.admission.series("grpc", route.name)
+        return route
+
+    # ------------------------------------------------------------------ steps
+    def _refused(self) -> bool:
+        admission = self.admission
+        return (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
+                or not self.runtime.ready)
+
+    def _refusal(self, route: GrpcRoute, context: grpc.aio.ServicerContext
+                 ) -> tuple[TensorwireError, RequestInfo]:
+        """What refuses a call now (recorded as answered), with its RequestInfo."""
+        info = request_info(route.name, context)
+        error = self.admission.refusal() or ServiceUnavailable("the service is not ready")
+        self.admission.refused("grpc", route.name, info, error)
+        return error, info
+
+    def _begin(self, route: GrpcRoute, context: grpc.aio.ServicerContext
+               ) -> tuple[RequestInfo | None, Context | None, Any]:
+        """The RequestInfo, Context and span of a call whose plan or tracing wants them
+        (None for the rest, made later only if an error or an access line asks)."""
+        if not route.plan.needs_context and self.tracing is None:
+            return None, None, None
+        info = request_info(route.name, context)
+        ctx = self.runtime.context(info) if route.plan.needs_context else None
+        span = self.tracing.start(info) if self.tracing is not None else None
+        return info, ctx, span
+
+    def _failure(self, route: GrpcRoute, exc: BaseException, info: RequestInfo,
+                 ctx: Context | None) -> TensorwireError:
+        """`exc` in the error model (logged when it is not the client's fault)."""
+        if ctx is not None:
+            ctx.cancel()  # a `def` method still running may poll ctx.cancelled and stop
+        return failed(exc, route.what, info.id, self.log)
+
+    def _end(self, route: GrpcRoute, start: float, code: str, received: int, sent: int,
+             info: RequestInfo | None, ctx: Context | None, span: Any,
+             context: grpc.aio.ServicerContext) -> None:
+        """Count the call out: its Context closed, metrics, access line, span."""
+        if ctx is not None:
+            ctx.close()
+        self.admission.leave(route.series, start, "grpc", route.name, code, received, sent,
+                             info if info is not None else
+                             lambda: request_info(route.name, context))
+        if span is not None:  # after the access line, which reads its trace id
+            span.finish(code)
+
+    @staticmethod
+    async def _send_headers(context: grpc.aio.ServicerContext, ctx: Context | None) -> None:
+        """The headers the method set on its Context, as initial metadata."""
+        if ctx is not None and ctx.response.headers:
+            await context.send_initial_metadata(
+                [(k.lower(), v) for k, v in ctx.response.headers.items()])
+
+    # ------------------------------------------------------------------ calls
+    async def unary(self, route: GrpcRoute, data: bytes, context: grpc.aio.ServicerContext,
+                    payload: Any = None, inband: Callable[[TensorwireError], bytes] | None = None
+                    ) -> bytes:
+        """One unary call: `data` the request's bytes (`payload`: what the servicer
+        already parsed of them, else `data` is read). `inband`: answer a failure as this
+        message instead of ending the call with its status (Triton's stream)."""
+        if self._refused():
+            error, info = self._refusal(route, context)
+            if inband is not None:
+                return inband(error)
+            await abort(context, error, info.id)
+        start = self.admission.enter(route.series)
+        info, ctx, span = self._begin(route, context)
+        code, sent = "OK", 0
+        plan = route.plan
+        request = data if payload is None else payload
+        try:
+            kwargs = route.read(request, plan.scope if ctx is None else ctx)
+            if span is not None:
+                span.decoded()
+            finished, value = plan.run(kwargs, ctx, context.time_remaining)
+            result = value if finished else await value
+            if span is not None:
+                span.encoding()
+            out = route.write(result, request)
+            if ctx is not None:
+                await self._send_headers(context, ctx)
+            sent = len(out)
+            return out
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            if ctx is not None:
+                ctx.cancel()
+            raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
+        except Exception as exc:
+            if info is None:
+                info = request_info(route.name, context)
+            err = self._failure(route, exc, info, ctx)
+            code = err.grpc_code
+            if inband is not None:
+                return inband(err if err.public else InternalError())
+            await abort(context, err, info.id)
+            raise  # unreachable: abort raises
+        finally:
+            self._end(route, start, code, len(data), sent, info, ctx, span, context)
+
+    async def stream(self, route: GrpcRoute, data: bytes, context: grpc.aio.ServicerContext
+                     ) -> AsyncIterator[bytes]:
+        """One server-streaming call: a message per chunk, as the method yields it.
+
+        Each chunk is followed by one pass of the event loop (`asyncio.sleep(0)`).
+        Without it a stream resumed by its write's completion went on to its next chunk
+        in the same pass, and at 64 streams on one saturated core new calls waited
+        behind the ones in flight: the time to first chunk was 105-108 ms, 52-62 ms with
+        the pass, for the same chunks/s (bench/README.md). Taking a new call is itself
+        several passes in grpc.aio (the completion of its request, the server loop's
+        step, the handler's task), so once `CROWDED` calls are in flight a stream gives
+        three: at 64 streams the time to first chunk fell to 8-12 ms (p99 58-63 ms) for
+        the same CPU per stream. Below that the loop has time to spare, and a lone
+        stream pays no extra passes.
+        """
+        if self._refused():
+            error, info = self._refusal(route, context)
+            await abort(context, error, info.id)
+        admission = self.admission
+        start = admission.enter(route.series)
+        info, ctx, span = self._begin(route, context)
+        code, sent = "OK", 0
+        plan = route.plan
+        write = route.write
+        run = None
+        try:
+            kwargs = route.read(data, plan.scope if ctx is None else ctx)
+            if span is not None:
+                span.decoded()
+            # the loop of runtime.streams inline: the method's generator, no layer between
+            run = plan.open(kwargs, ctx)
+            mark = run.mark
+            headers_due = ctx is not None
+            try:
+                async for chunk in run.chunks:
+                    mark.made += 1
+                    mark.holding = True  # grpc.aio's time with the message is not the method's
+                    out = write(chunk, data)
+                    if headers_due:
+                        await self._send_headers(context, ctx)
+                        headers_due = False
+                    sent += len(out)
+                    yield out
+                    # one pass of the loop between two chunks (not the method's time), so
+                    # that grpc.aio, accepting one new call a pass, takes new streams
+                    await asyncio.sleep(0)
+                    if admission.in_flight >= CROWDED:
+                        await asyncio.sleep(0)  # room for a whole acceptance, see above
+                        await asyncio.sleep(0)
+                    mark.holding = False
+            except asyncio.CancelledError:
+                run.check()  # DeadlineExceeded when the time limit fired
+                raise
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            if ctx is not None:
+                ctx.cancel()
+            raise
+        except grpc.aio.AbortError:
+            code = "ABORTED"
+            raise
+        except Exception as exc:
+            if info is None:
+                info = request_info(route.name, context)
+            err = self._failure(route, exc, info, ctx)
+            code = err.grpc_code
+            await abort(context, err, info.id)
+        finally:
+            if run is not None:
+                await run.aclose()
+            self._end(route, start, code, len(data), sent, info, ctx, span, context)

@@ -1,0 +1,211 @@
+"""The one HTTP envelope: what every API request goes through, native or Open Inference
+Protocol, unary or streamed.
+
+grpclib serves every method with one request handler; here `HttpEnvelope.handler` makes
+that handler for each route, and an `HttpRoute` says what is particular to one API on
+one wire: how a request becomes validated arguments (`read`, or for a plain JSON object
+body `decode_json` straight from its bytes), and how a result becomes a response
+(`answer`, or `stream` for a generator API). Everything around them is written once,
+here:
+
+- admission: a request while the server drains, over `max_concurrency` or not ready is
+  refused (503 + Retry-After) and counted;
+- the API's request plan (`tensorwire.runtime.plan`): the method's call under its time
+  limit, a `Context` only for an API that needs one, the chunks of a stream;
+- cancellation (a client that hangs up cancels its handler: `handler_cancellation`),
+  the metrics series, the access line (its request id and peer made only when a line
+  is written or an error answered), the tracing span (`--tracing`), and the failure
+  mapping (`failure`: the error model's status and JSON body, `route.error` rendering
+  it: the Open Inference Protocol answers every invalid argument 400).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from ..context import Context, Headers, RequestInfo
+from ..errors import Cancelled, ServiceUnavailable, TensorwireError, as_error
+from ..runtime.plan import RequestPlan
+from ..runtime.service import ServiceRuntime
+from ..telemetry.metrics import Series
+from .direct import Handler
+from .responses import error_response, from_http_exception
+
+log = logging.getLogger("tensorwire.http")
+
+#: A response, or the coroutine that makes one (a body streamed from a file, say).
+Answer = web.StreamResponse | Awaitable[web.StreamResponse]
+
+#: Status codes as the metrics and access lines label them, made once.
+_LABELS = {code: str(code) for code in range(100, 600)}
+
+
+@dataclass(eq=False)
+class HttpRoute:
+    """One API on one HTTP wire: its plan, and how its requests read and answer."""
+
+    #: The API's (or v2 model's) name: metrics, access lines, logs.
+    name: str
+    plan: RequestPlan
+    #: (request, decode scope) -> (validated keyword arguments, what `answer` needs to
+    #: know of the request, or None).
+    read: Callable[[web.Request, Any], Awaitable[tuple[dict[str, Any], Any]]]
+    #: (result, request, Context or None, what `read` kept) -> the response.
+    answer: Callable[[Any, web.Request, Context | None, Any], Answer]
+    #: (request, arguments, Context or None) -> the streamed response (generator APIs).
+    stream: Callable[[web.Request, dict[str, Any], Context | None],
+                     Awaitable[web.StreamResponse]] | None = None
+    #: The common case, decided without a coroutine: the body's length when it is a
+    #: plain JSON object `decode_json` reads straight from its bytes, else -1.
+    plain_length: Callable[[web.Request], int] | None = None
+    decode_json: Callable[[bytes], dict[str, Any]] | None = None
+    #: `answer` for the requests `tensorwire.http.direct` hands over past the router
+    #: (None: the same `answer`).
+    direct_answer: Callable[[Any, web.Request, Context | None, Any], Answer] | None = None
+    #: How an error is rendered (the error model's JSON body by default).
+    error: Callable[[TensorwireError, str | None], web.Response] = error_response
+    #: Names what failed in the log (`v2 <model>` for the Open Inference Protocol).
+    what: str = ""
+    #: The route's metrics series (set by the envelope; None with metrics off).
+    series: Series | None = None
+
+    def __post_init__(self) -> None:
+        self.what = self.what or self.name
+
+
+def request_info(name: str, request: web.Request) -> RequestInfo:
+    """A request's RequestInfo: headers, peer and request id all read lazily."""
+    return RequestInfo("http", name, Headers(request.headers), lambda: request.remote)
+
+
+class HttpEnvelope:
+    """Admission, plan, cancellation, metrics, access line, span and failure mapping of
+    every API request of one worker (see the module docstring)."""
+
+    def __init__(self, runtime: ServiceRuntime) -> None:
+        self.runtime = runtime
+        self.admission = runtime.admission
+        self.tracing = runtime.tracing
+
+    def route(self, route: HttpRoute, method: str | None = None,
+              path: str | None = None) -> HttpRoute:
+        """Register `route`: its metrics series and, for an API's own route, how access
+        lines and spans name it."""
+        if method is not None and path is not None:
+            self.admission.describe("http", route.name, method, path)
+        route.series = self.admission.series("http", route.name)
+        return route
+
+    @staticmethod
+    def failure(route: HttpRoute, exc: Exception, request: web.Request,
+                request_id: str) -> web.Response:
+        """The answer to what handling `request` raised, logged when it is not the
+        client's fault (aiohttp's own redirects, below 400, are raised on)."""
+        if isinstance(exc, TensorwireError):
+            if not exc.public:
+                log.error("%s %s failed [%s]: %s", request.method, request.path,
+                          request_id, exc.message)
+            return route.error(exc, request_id)
+        if isinstance(exc, web.HTTPException):  # aiohttp's own, e.g. 413 from read()
+            if exc.status < 400:
+                raise exc
+            return route.error(from_http_exception(exc), request_id)
+        if isinstance(exc, ConnectionError):  # the client left mid-request (mid-upload)
+            log.info("%s %s: client went away [%s]: %s", request.method, request.path,
+                     request_id, exc)
+            return route.error(Cancelled(), request_id)
+        log.error("%s %s (%s) failed [%s]", request.method, request.path, route.what,
+                  request_id, exc_info=exc)
+        return route.error(as_error(exc), request_id)
+
+    def handler(self, route: HttpRoute, *, direct: bool = False) -> Handler:
+        """The aiohttp handler of `route` (`direct`: the variant that answers with
+        `route.direct_answer`, for requests past the router).
+
+        One coroutine frame on purpose: each extra layer on this path cost about a
+        microsecond a request in bench/http_json.py (bare aiohttp's handler has two).
+        """
+        admission, runtime, tracing = self.admission, self.runtime, self.tracing
+        enter, leave = admission.enter, admission.leave
+        plan, name = route.plan, route.name
+        read, stream = route.read, route.stream
+        answer = (route.direct_answer or route.answer) if direct else route.answer
+        plain_length, decode_json = route.plain_length, route.decode_json
+        needs_context = plan.needs_context
+        run = plan.run
+        scope = plan.scope
+        failure = self.failure
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
+                    or not runtime.ready):
+                return self._refuse(route, request)
+            start = enter(route.series)
+            info: RequestInfo | None = None
+            ctx: Context | None = None
+            span = None
+            resp: web.StreamResponse | None = None
+            received = -1
+            try:
+                if needs_context or tracing is not None:
+                    info = request_info(name, request)
+                    if needs_context:
+                        ctx = runtime.context(info)
+                    if tracing is not None:
+                        span = tracing.start(info)
+                if plain_length is not None and (received := plain_length(request)) >= 0:
+                    kwargs, kept = decode_json(await request.read()), None  # type: ignore[misc]
+                else:
+                    kwargs, kept = await read(request, scope if ctx is None else ctx)
+                if span is not None:
+                    span.decoded()
+                if stream is not None:
+                    resp = await stream(request, kwargs, ctx)
+                    return resp
+                finished, value = run(kwargs, ctx, None)
+                result = value if finished else await value
+                if span is not None:
+                    span.encoding()
+                made = answer(result, request, ctx, kept)
+                resp = made if isinstance(made, web.StreamResponse) else await made
+                return resp
+            except asyncio.CancelledError:
+                if ctx is not None:
+                    ctx.cancel()
+                raise
+            except Exception as exc:
+                if ctx is not None:
+                    ctx.cancel()  # a `def` method still running may poll it and stop
+                if info is None:
+                    info = request_info(name, request)
+                resp = failure(route, exc, request, info.id)
+                return resp
+            finally:
+                if ctx is not None:
+                    ctx.close()
+                if received < 0:
+                    received = request.content_length or 0
+                if resp is None:  # cancelled: the client went away
+                    status, sent = "499", 0
+                else:
+                    status = _LABELS.get(resp.status) or str(resp.status)
+                    sent = resp.body_length or resp.content_length or 0
+                leave(route.series, start, "http", name, status, received, sent,
+                      info if info is not None else lambda: request_info(name, request))
+                if span is not None:  # after the access line, which reads its trace id
+                    span.finish(499 if resp is None else resp.status)
+
+        return handle
+
+    def _refuse(self, route: HttpRoute, request: web.Request) -> web.Response:
+        """The answer to a request refused before it began (recorded as answered)."""
+        info = request_info(route.name, request)
+        error = self.admission.refusal() or ServiceUnavailable("the service is not ready")
+        self.admission.refused("http", route.name, info, error)
+        return route.error(error, info.id)

@@ -1,0 +1,214 @@
+"""One API's request plan: the steps its requests take, chosen once when the server starts.
+
+Every request of an API, on every transport (HTTP or gRPC, native or Open Inference
+Protocol), runs the method through its plan, and the plan is the only path: as
+pydantic-core compiles a schema once into one validator, the choices that used to be
+made per request (or by a second, faster handler beside a general one) are made here,
+from the descriptor, once:
+
+- `needs_context`: whether a request needs a `Context` at all: the method declares one,
+  or the API takes files (an upload lands in the request's temp dir). Every other
+  request decodes in the plan's one shared `scope` and makes no Context, no lock, no
+  temp-dir slot;
+- `run(kwargs, ctx, remaining)`: the method called as its kind needs, under the
+  server's time limit tightened by the client's deadline (gRPC passes its call's
+  `time_remaining`, asked only when the call does not finish at once). An `async def` method that
+  returns without suspending finishes inside `run` (its first step is taken at once,
+  `runtime.eager`), and most do: no time limit is registered and nothing is awaited
+  for it. Otherwise `run` hands back what the transport awaits: the rest of the method,
+  a batch's answer (batching), a thread's result (`def` methods), with device tensors
+  copied to the host in one transfer and the model's tracing span around it. Past its
+  limit the awaitable raises `Expired`, which is a `DeadlineExceeded` (504 /
+  DEADLINE_EXCEEDED) naming the limit;
+- `open(kwargs, ctx)`: a generator API's `Stream` (its per-chunk time limit included).
+
+    finished, value = plan.run(kwargs, ctx, remaining)
+    result = value if finished else await value
+
+`run` is a plain function returning a pair rather than a coroutine on purpose: a
+coroutine frame around every call cost about a microsecond a request
+(bench/instructions.py), a tenth of what tensorwire adds to a small request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..contract.descriptor import APISpec
+from .eager import resumed
+from .streams import Stream
+
+if TYPE_CHECKING:
+    from ..context import Context
+    from .service import ServiceRuntime
+
+#: `run`'s answer: (True, the result) when the call finished inside it, else (False,
+#: the awaitable that gives the result).
+Outcome = tuple[bool, Any]
+#: The seconds the client still waits, asked for only when needed (None: no deadline).
+Remaining = Callable[[], "float | None"] | None
+Run = Callable[[dict[str, Any], "Context | None", Remaining], Outcome]
+
+
+class CallScope:
+    """The decode scope of requests that need no Context: a request is being read,
+    under the server's limits; nothing is stored per request (no file input means no
+    upload to place)."""
+
+    reading_request = True
+    __slots__ = ("limits",)
+
+    def __init__(self, limits: Mapping[str, Any]) -> None:
+        self.limits = limits
+
+    @property
+    def temp_dir(self) -> Any:
+        raise RuntimeError("an API without file inputs has no temp dir to decode into")
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {}
+
+
+class RequestPlan:
+    """The steps of one API's requests (see the module docstring)."""
+
+    __slots__ = ("_runtime", "api", "name", "needs_context", "run", "scope", "stream")
+
+    def __init__(self, api: APISpec, runtime: ServiceRuntime) -> None:
+        self.api = api
+        self.name = api.name
+        self._runtime = runtime
+        #: Whether the API streams its output (a generator): `open`, not `run`.
+        self.stream = api.output.stream
+        self.needs_context = api.context_param is not None or api.has_files
+        #: What a request decodes in when it has no Context.
+        self.scope = CallScope(runtime.settings.extra)
+        self.run: Run = self._unary_run() if not self.stream else _no_run
+
+    def open(self, kwargs: dict[str, Any], ctx: Context | None) -> Stream:
+        """Start a generator API's call (`ServiceRuntime.open_stream`)."""
+        return self._runtime.open_stream(self.api, kwargs, ctx)
+
+    # ------------------------------------------------------------------ choosing `run`
+    def _limit(self) -> Callable[[Remaining], float | None]:
+        """The seconds a call may take: the server's limit, or the client's deadline
+        when it is shorter."""
+        timeout = self._runtime.admission.timeout
+
+        def limit_for(remaining: Remaining) -> float | None:
+            deadline = remaining() if remaining is not None else None
+            if deadline is None or (timeout is not None and timeout <= deadline):
+                return timeout
+            return max(deadline, 0.0)
+
+        return limit_for
+
+    def _unary_run(self) -> Run:
+        api, runtime = self.api, self._runtime
+        deadlines = runtime.deadlines
+        limit_for = self._limit()
+        if (api.is_async and not api.batchable and not api.output.codec.has_tensors
+                and runtime.tracing is None):
+            call = self._coroutine()
+
+            def run_eager(kwargs: dict[str, Any], ctx: Context | None,
+                          remaining: Remaining) -> Outcome:
+                coro = call(kwargs, ctx)
+                try:  # the method's first step now: most finish in it (runtime.eager)
+                    first = coro.send(None)
+                except StopIteration as done:
+                    return True, done.value
+                rest = resumed(coro, first)
+                limit = limit_for(remaining)
+                return False, rest if limit is None else deadlines.run(limit, rest)
+
+            return run_eager
+        work = self._work()
+
+        def run(kwargs: dict[str, Any], ctx: Context | None,
+                remaining: Remaining) -> Outcome:
+            awaitable = work(kwargs, ctx)
+            limit = limit_for(remaining)
+            return False, awaitable if limit is None else deadlines.run(limit, awaitable)
+
+        return run
+
+    def _coroutine(self) -> Callable[[dict[str, Any], Context | None], Any]:
+        """The method's own coroutine for validated arguments (and the Context where it
+        declares one), with the argument layout decided once."""
+        api = self.api
+        method = self._runtime.method(api.name)
+        if api.context_param is None:
+            if api.is_root:  # the one input is positional (it may be positional-only)
+                root = api.root_field.name
+                return lambda kwargs, ctx: method(kwargs[root])
+            return lambda kwargs, ctx: method(**kwargs)
+        layout = self._runtime.layout(api.name)
+
+        def with_context(kwargs: dict[str, Any], ctx: Context | None) -> Any:
+            args, kw = layout(kwargs, ctx)
+            return method(*args, **kw)
+
+        return with_context
+
+    def _work(self) -> Callable[[dict[str, Any], Context | None], Any]:
+        """What a call that does not finish in `run` awaits, by the API's kind."""
+        api, runtime = self.api, self._runtime
+        tracing = runtime.tracing
+        on_device = api.output.codec.has_tensors
+        if api.batchable:  # the batch traces its own call and copies its own outputs
+            submit = runtime.batcher(api.name).submit
+            return lambda kwargs, ctx: submit(kwargs)
+        if api.is_async:
+            call = self._coroutine()
+            if not on_device and tracing is None:
+                return call
+
+            async def on_host(kwargs: dict[str, Any], ctx: Context | None) -> Any:
+                result = await call(kwargs, ctx)
+                return await runtime.to_host(api, result) if on_device else result
+
+            if tracing is None:
+                return on_host
+            return lambda kwargs, ctx: tracing.model_call(on_host(kwargs, ctx))
+        return self._in_thread(on_device)
+
+    def _in_thread(self, on_device: bool) -> Callable[[dict[str, Any], Context | None], Any]:
+        """A `def` method's call on the runtime's threads (`Handoff`)."""
+        api, runtime = self.api, self._runtime
+        method, layout = runtime.method(api.name), runtime.layout(api.name)
+        run_in_thread = runtime.handoff.run
+        tracing = runtime.tracing
+
+        def job_of(kwargs: dict[str, Any], ctx: Context | None) -> Any:
+            args, kw = layout(kwargs, ctx)
+            call = functools.partial(method, *args, **kw)
+            if tracing is not None:  # the method's own spans nest under the request
+                call = tracing.in_context(call)
+            return run_in_thread(call)
+
+        async def guarded(kwargs: dict[str, Any], ctx: Context | None) -> Any:
+            job = job_of(kwargs, ctx)
+            try:
+                result = await job.future
+            except asyncio.CancelledError:
+                if ctx is not None:
+                    ctx.cancel()  # the thread runs on; a method may poll ctx.cancelled
+                    ctx.close_after(job)  # and its temp files stay until it returns
+                raise
+            return await runtime.to_host(api, result) if on_device else result
+
+        if tracing is not None:
+            return lambda kwargs, ctx: tracing.model_call(guarded(kwargs, ctx))
+        if not on_device and not self.needs_context:
+            # nothing to do when the caller stops waiting: no Context, no temp dir
+            return lambda kwargs, ctx: job_of(kwargs, ctx).future
+        return guarded
+
+
+def _no_run(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining) -> Outcome:
+    raise TypeError("a streaming API is started with RequestPlan.open, not run")
