@@ -122,12 +122,23 @@ class GrpcEnvelope:
         span = self.tracing.start(info) if self.tracing is not None else None
         return info, ctx, span
 
-    def _failure(self, route: GrpcRoute, exc: BaseException, info: RequestInfo,
-                 ctx: Context | None) -> TensorwireError:
-        """`exc` in the error model (logged when it is not the client's fault)."""
+    def _caught(self, route: GrpcRoute, exc: BaseException, info: RequestInfo | None,
+                ctx: Context | None, context: grpc.aio.ServicerContext
+                ) -> tuple[str, RequestInfo | None, TensorwireError | None]:
+        """What ended a call: (its status for the metrics, its RequestInfo, the error
+        to answer in the error model; None when the call is over already: cancelled,
+        or aborted, and the caller re-raises). An error is logged when it is not the
+        client's fault."""
         if ctx is not None:
             ctx.cancel()  # a `def` method still running may poll ctx.cancelled and stop
-        return failed(exc, route.what, info.id, self.log)
+        if isinstance(exc, grpc.aio.AbortError):
+            return "ABORTED", info, None
+        if not isinstance(exc, Exception):  # CancelledError: the client or a shutdown
+            return "CANCELLED", info, None
+        if info is None:
+            info = request_info(route.name, context)
+        err = failed(exc, route.what, info.id, self.log)
+        return err.grpc_code, info, err
 
     def _end(self, route: GrpcRoute, start: float, code: str, received: int, sent: int,
              info: RequestInfo | None, ctx: Context | None, span: Any,
@@ -178,19 +189,10 @@ class GrpcEnvelope:
                 await self._send_headers(context, ctx)
             sent = len(out)
             return out
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            if ctx is not None:
-                ctx.cancel()
-            raise
-        except grpc.aio.AbortError:
-            code = "ABORTED"
-            raise
-        except Exception as exc:
-            if info is None:
-                info = request_info(route.name, context)
-            err = self._failure(route, exc, info, ctx)
-            code = err.grpc_code
+        except BaseException as exc:
+            code, info, err = self._caught(route, exc, info, ctx, context)
+            if err is None:
+                raise
             if inband is not None:
                 return inband(err if err.public else InternalError())
             await abort(context, err, info.id)
@@ -251,19 +253,10 @@ class GrpcEnvelope:
             except asyncio.CancelledError:
                 run.check()  # DeadlineExceeded when the time limit fired
                 raise
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            if ctx is not None:
-                ctx.cancel()
-            raise
-        except grpc.aio.AbortError:
-            code = "ABORTED"
-            raise
-        except Exception as exc:
-            if info is None:
-                info = request_info(route.name, context)
-            err = self._failure(route, exc, info, ctx)
-            code = err.grpc_code
+        except BaseException as exc:
+            code, info, err = self._caught(route, exc, info, ctx, context)
+            if err is None:
+                raise
             await abort(context, err, info.id)
         finally:
             if run is not None:

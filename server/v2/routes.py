@@ -114,18 +114,21 @@ class V2Routes:
         return _json(entries)
 
     # ------------------------------------------------------------------ models
+    def _model(self, request: web.Request) -> V2Model:
+        """The model (and version) the route names, or NotFound."""
+        return self.repository.model(request.match_info["model"],
+                                     request.match_info.get("version"))
+
     async def model_metadata(self, request: web.Request) -> web.Response:
         try:
-            model = self.repository.model(request.match_info["model"],
-                                          request.match_info.get("version"))
+            model = self._model(request)
         except TensorwireError as exc:
             return _error(exc)
         return _json(model.metadata())
 
     async def model_ready(self, request: web.Request) -> web.Response:
         try:
-            model = self.repository.model(request.match_info["model"],
-                                          request.match_info.get("version"))
+            model = self._model(request)
         except TensorwireError as exc:
             return _error(exc)
         if self.repository.model_ready(model):
@@ -137,8 +140,7 @@ class V2Routes:
         """The model's infer route, through the one HTTP envelope (an unknown model or
         version is 404 before admission: no metric for unknown names)."""
         try:
-            model = self.repository.model(request.match_info["model"],
-                                          request.match_info.get("version"))
+            model = self._model(request)
         except TensorwireError as exc:
             return _error(exc)
         return await self.handlers[model.name](request)
