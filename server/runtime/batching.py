@@ -1,9 +1,21 @@
 """Adaptive micro-batching: concurrent requests to one API share one model call.
 
-One dispatcher per API and worker. Requests are validated first (a bad one fails alone),
-queued FIFO, and dispatched at once when the model is idle: a lone request never waits
-for company, and while the model is busy requests accumulate, so batch size follows
-load by itself. The batch cap adapts to the model: its service time is fitted online
+One dispatcher per API and worker. Requests are validated first (a bad one fails alone)
+and queued FIFO. While the model is busy requests accumulate, so batch size follows load
+by itself; when the model is idle the dispatcher decides whether to start at once or
+to hold the queue for company (`Batcher.hold_for`). Starting at once whenever the model
+is idle was not enough: when each call costs the model little against the transport
+(one core shared by the event loop and the model), arrivals spread out, every call
+found the model idle and took one or two items, and the server settled in a trickle of
+tiny batches as slow as no batching, or in real batches, depending on its history. Now
+the dispatcher measures the gap between arrivals (an EWMA, and the latest gap) and
+holds only when all of these hold: calls arrive faster than the model clears them one
+at a time (the expected gap is shorter than a one-item call), company is expected
+before the budget runs out, and the stream has not stopped (no silence of three
+expected gaps). It holds at most until its oldest request has waited `max_latency_ms`
+less the other items' share of the model call (`b·q`), and starts as soon as the batch
+is full. A lone request after a quiet spell, or any request under light load, starts at
+once as before. The batch cap adapts to the model: its service time is fitted online
 as `t(n) = a + b·n`, and the cap is the largest `n <= max_batch_size` with
 `b·(n - 1) <= max_latency_ms`, so sharing a call never costs a request more than
 `max_latency_ms` over running alone (a cap on `t(n)` itself would collapse to 1 for the
@@ -37,6 +49,10 @@ from ..wire.field_error import FieldError
 
 #: At a cap of 1, every this-many-th batch (with others waiting) may hold two items.
 EXPLORE_AT_ONE = 8
+#: Weight of the newest arrival gap in the gap's moving average.
+GAP_WEIGHT = 0.125
+#: Holding stops once no request arrived for this many expected gaps: the stream paused.
+SILENCE_GAPS = 3.0
 
 
 class LatencyModel:
@@ -79,13 +95,42 @@ class LatencyModel:
         return max(1, min(ceiling, 1 + math.floor(budget / b + 1e-9)))
 
 
+class Arrivals:
+    """How fast requests come: an EWMA of the gaps between them, and the latest gap.
+
+    A gap is clipped at `ceiling` (twice the latency budget): all the dispatcher asks
+    is whether company comes within the budget, and an hour of idleness must not make
+    the average forget, for hundreds of requests, that requests now come every 0.1 ms.
+    """
+
+    def __init__(self, ceiling: float) -> None:
+        self.ceiling = ceiling
+        self.last: float | None = None  # when the latest request arrived
+        self.mean: float | None = None  # the gaps' moving average
+        self.latest: float | None = None  # the latest gap
+
+    def arrived(self, now: float) -> None:
+        if self.last is not None:
+            gap = min(max(now - self.last, 0.0), self.ceiling)
+            self.latest = gap
+            self.mean = gap if self.mean is None else self.mean + GAP_WEIGHT * (gap - self.mean)
+        self.last = now
+
+    def expected_gap(self) -> float | None:
+        """The gap to expect before the next request: the average, or the latest gap
+        when it was longer (a request after a quiet spell expects no company)."""
+        if self.mean is None or self.latest is None:
+            return None
+        return max(self.mean, self.latest)
+
+
 @dataclass
 class _Pending:
     values: dict[str, Any]
     key: tuple[Any, ...]
     items: int
     future: asyncio.Future[Any]
-    arrival: float = field(default_factory=time.monotonic)
+    arrival: float
     #: What its trace needs (Tracing.enqueued), when tracing is on.
     trace: Any = None
 
@@ -97,6 +142,9 @@ class BatchStats:
     batch_sizes: collections.deque[int] = field(
         default_factory=lambda: collections.deque(maxlen=1024))
     queue_waits: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=1024))
+    #: Seconds the dispatcher held each batch for company (0: it started at once).
+    holds: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=1024))
 
 
@@ -112,6 +160,7 @@ class Batcher:
         max_queue_items: int | None = None,
         observe: Callable[[int, list[float]], None] | None = None,
         tracing: Any = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.invoke = invoke
@@ -125,6 +174,10 @@ class Batcher:
         self.out_batch = api.output.codec.batch
         self.model = LatencyModel()
         self.stats = BatchStats()
+        #: Seconds, monotonic (tests pass their event loop's virtual clock).
+        self.clock = clock
+        self.arrivals = Arrivals(2 * self.max_latency)
+        self._busy: float | None = None  # moving average of a batch's seconds, before a fit
         self._observe = observe
         #: tensorwire.telemetry.tracing.Tracing, or None when tracing is off.
         self.tracing = tracing
@@ -133,6 +186,8 @@ class Batcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._at_one = 0  # batches taken at a cap of 1 with others waiting
+        self._hold_cap: int | None = None  # while holding: the items that end the hold
+        self._held_since: float | None = None  # when holding the current head began
 
     # ------------------------------------------------------------------ intake
     async def submit(self, values: dict[str, Any]) -> Any:
@@ -150,6 +205,7 @@ class Batcher:
                 detail=[{"loc": [k], "msg": f"{v} items", "type": "batch_mismatch"}
                         for k, v in counts.items()])
         items = next(iter(counts.values()))
+        self.arrivals.arrived(self.clock())  # a request, however many chunks it becomes
         cap = self.cap()
         if items > cap:
             return await self._submit_split(values, items, cap)
@@ -174,13 +230,15 @@ class Batcher:
                              f"{self.max_queue_items} items); retry later",
                              headers={"Retry-After": "1"})
         loop = asyncio.get_running_loop()
-        pending = _Pending(values, self._key(values), items, loop.create_future())
+        pending = _Pending(values, self._key(values), items, loop.create_future(),
+                           self.clock())
         if self.tracing is not None:
             pending.trace = self.tracing.enqueued()
         self._queue.append(pending)
         self._queued_items += items
         self._ensure_running()
-        self._wake.set()
+        if self._hold_cap is None or self._queued_items >= self._hold_cap:
+            self._wake.set()  # a holding dispatcher wakes for a full batch, or its timer
         try:
             return await pending.future
         except asyncio.CancelledError:
@@ -193,6 +251,42 @@ class Batcher:
     def cap(self) -> int:
         """Largest batch that adds at most max_latency_ms to any of its requests."""
         return self.model.max_items_within(self.max_latency, self.max_batch_size)
+
+    def one_item_seconds(self) -> float | None:
+        """What the model takes for one item: the fit, or before it a batch's average."""
+        return self.model.predict(1) if self.model.coefficients() is not None else self._busy
+
+    def hold_for(self, now: float) -> float:
+        """Seconds to hold the queue for company before the next batch (0: start now).
+
+        Asked when the model is idle and requests wait. Holding pays only when more
+        requests come before the batch must start, and when they come faster than the
+        model clears them one at a time (otherwise the model keeps up and every wait
+        is lost); it stops once the queue fills a batch, the stream pauses, or the
+        oldest request's budget runs out. The answer is when to ask again: an earlier
+        full batch wakes the dispatcher at once.
+        """
+        head = next((p for p in self._queue if not p.future.done()), None)
+        if head is None:
+            return 0.0
+        queued = self._queued_items
+        if queued >= self.cap():
+            return 0.0
+        gap = self.arrivals.expected_gap()
+        one = self.one_item_seconds()
+        if gap is None or one is None or gap >= one:
+            return 0.0  # a lone request, or the model clears calls as fast as they come
+        coef = self.model.coefficients()
+        per_item = coef[1] if coef is not None else 0.0
+        # the oldest request's budget, less the others' share of the call it will join
+        left = head.arrival + self.max_latency - per_item * queued - now
+        if gap > left:
+            return 0.0  # no company expected before the batch must start
+        last = self.arrivals.last if self.arrivals.last is not None else now
+        pause_at = last + SILENCE_GAPS * gap
+        if now >= pause_at:
+            return 0.0  # the stream paused: what is queued is all that comes soon
+        return min(left, pause_at - now)
 
     # ------------------------------------------------------------------ dispatch
     def _ensure_running(self) -> None:
@@ -219,9 +313,30 @@ class Batcher:
             while not self._queue:
                 self._wake.clear()
                 await self._wake.wait()
+            now = self.clock()
+            hold = self.hold_for(now)
+            if hold > 0:
+                if self._held_since is None:
+                    self._held_since = now
+                await self._hold(hold)
+                continue
+            held = 0.0 if self._held_since is None else now - self._held_since
+            self._held_since = None
             batch = self._take()
             if batch:
+                self.stats.holds.append(held)
                 await self._run(batch)
+
+    async def _hold(self, seconds: float) -> None:
+        """Wait `seconds`, or less if the queue fills a batch first."""
+        self._hold_cap = self.cap()
+        self._wake.clear()
+        timer = asyncio.get_running_loop().call_later(seconds, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+            self._hold_cap = None
 
     def _take(self) -> list[_Pending]:
         """The next batch: FIFO among requests sharing the oldest one's key, up to the cap."""
@@ -252,7 +367,7 @@ class Batcher:
         return taken
 
     async def _run(self, batch: list[_Pending]) -> None:
-        start = time.monotonic()
+        start = self.clock()
         started_ns = time.time_ns() if self.tracing is not None else 0
         failure: BaseException | None = None
         sizes = [p.items for p in batch]
@@ -282,8 +397,10 @@ class Batcher:
                 if not p.future.done():
                     p.future.set_result(piece)
         finally:
-            elapsed = time.monotonic() - start
+            elapsed = self.clock() - start
             self.model.observe(total, elapsed)
+            self._busy = elapsed if self._busy is None else self._busy + 0.25 * (
+                elapsed - self._busy)
             waits = [start - p.arrival for p in batch]
             self.stats.batch_sizes.append(total)
             self.stats.queue_waits.extend(waits)
