@@ -61,7 +61,7 @@ test: venv
 
 # The documentation site (MkDocs + Material) into build/site; warnings are errors.
 docs: venv
-	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 lint: venv
 	$(VENV)/bin/ruff check .
