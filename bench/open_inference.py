@@ -281,7 +281,7 @@ def parse_v2_grpc(data: bytes) -> np.ndarray:
     native client reads its Tensor data the same way).
     """
     from tensorwire import inference as pb
-    from tensorwire.v2.framing import RAW_OUTPUT_CONTENTS, split_raw_inputs
+    from tensorwire.v2.raw_contents import RAW_OUTPUT_CONTENTS, split_raw_inputs
 
     head, raw = split_raw_inputs(data, RAW_OUTPUT_CONTENTS)
     reply = pb.ModelInferResponse.FromString(head)

@@ -10,7 +10,7 @@ The kernel deals connections to workers at random: two workers may hold 3 and 1 
 channels. Sending each call to the channel with the fewest calls in flight would then
 still give one worker 3/4 of the calls whenever the server is not saturated (measured:
 71-75 %). A tensorwire server names the worker behind each connection (initial metadata
-of a health Check, `tensorwire.wire.worker`), so the pool groups its channels by worker
+of a health Check, `tensorwire.wire.worker_identity`), so the pool groups its channels by worker
 and sends each call to the *worker* with the fewest of this client's calls in flight
 (ties in turn), then to that worker's least busy channel: every worker holding a
 channel gets an equal share of calls, and a slower one gets fewer. The pool asks again
@@ -42,7 +42,7 @@ from typing import Any
 
 import grpc
 
-from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
+from ..wire.worker_identity import WORKER_HEADER, WORKERS_HEADER
 
 #: Channels (connections) a client opens to one target by default: enough that two to
 #: four workers or pods behind one address each hold one, few enough to cost nothing

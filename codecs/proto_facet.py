@@ -145,7 +145,7 @@ class ProtoFacet:
         """`fill`, except that the `raw_bytes_field` is returned, not set.
 
         The caller appends the returned buffer to the serialised message itself (see
-        `tensorwire.protobuf.framing`); None means there is nothing to append.
+        `tensorwire.protobuf.bytes_fields`); None means there is nothing to append.
         """
         self.fill(value, msg)
         return None

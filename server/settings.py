@@ -62,7 +62,7 @@ class Settings:
     #: Seconds in-flight requests get to finish after SIGTERM.
     graceful_timeout: float = _opt(30.0, "seconds in-flight requests get after SIGTERM")
     #: Hostile or broken clients: each connection is bounded in time and number (see
-    #: tensorwire.http.connections and tensorwire.grpc.connections for the defaults' why).
+    #: tensorwire.http.connections and tensorwire.grpc.channel_args for the defaults' why).
     header_timeout: float = _opt(10.0, "seconds a client has to send a whole HTTP request "
                                  "head (from connecting, or from its first byte on a "
                                  "kept-alive connection; then 408 and closed) and to "

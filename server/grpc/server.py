@@ -3,7 +3,7 @@
 Every API's request bytes are parsed here (so a malformed message is INVALID_ARGUMENT,
 not grpc's opaque INTERNAL), validated by the same `Decoder` the HTTP routes use, and
 the result encoded by the API's codec; the call itself goes through the one envelope
-(`tensorwire.grpc.envelope`) that the Open Inference Protocol's servicer shares. Health
+(`tensorwire.grpc.call_envelope`) that the Open Inference Protocol's servicer shares. Health
 and reflection are served over the service's private descriptor pool.
 """
 
@@ -25,10 +25,10 @@ from ..protobuf.descriptors import ServiceProto, locked_service_proto
 from ..protobuf.messages import APIMessages
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
-from ..wire.worker import WORKER_HEADER, WORKERS_HEADER
+from ..wire.worker_identity import WORKER_HEADER, WORKERS_HEADER
 from . import reflection
-from .connections import connection_options
-from .envelope import GrpcEnvelope, GrpcRoute
+from .call_envelope import GrpcEnvelope, GrpcRoute
+from .channel_args import connection_options
 
 log = logging.getLogger("tensorwire.grpc")
 
@@ -76,7 +76,7 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime,
 
 class _Health(health.aio.HealthServicer):
     """grpc.health.v1 whose Check also names the worker holding the connection (see
-    `tensorwire.wire.worker`): tensorwire's client spreads its calls by it."""
+    `tensorwire.wire.worker_identity`): tensorwire's client spreads its calls by it."""
 
     def __init__(self, workers: int) -> None:
         super().__init__()

@@ -12,8 +12,8 @@ from ..settings import Settings
 from ..telemetry import metrics
 from .direct import DIRECT_KEY
 from .docs import docs_asset, docs_page
-from .envelope import HttpEnvelope
 from .native import NativeSteps
+from .request_envelope import HttpEnvelope
 from .responses import json_errors, unmatched
 from .schema import openapi, schema_json
 

@@ -1,6 +1,6 @@
 """One API's own HTTP route: request body -> validated arguments, result -> response.
 
-The steps of `POST /<route>` that the one envelope (`tensorwire.http.envelope`) calls:
+The steps of `POST /<route>` that the one envelope (`tensorwire.http.request_envelope`) calls:
 the body read as its shape needs (a plain JSON object straight from its bytes, a root
 body, multipart parts, a compressed body inflated in bounded steps), the answer (JSON
 bytes, a body streamed from a file, a multipart answer) and a generator's stream.
@@ -40,9 +40,9 @@ from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from .body import content_coding, read_body
 from .direct import JsonAnswer
-from .envelope import Answer, HttpEnvelope, HttpRoute
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
-from .streams import SSE, chunk_writer, framing_for
+from .request_envelope import Answer, HttpEnvelope, HttpRoute
+from .stream_framing import SSE, chunk_writer, framing_for
 
 log = logging.getLogger("tensorwire.http")
 

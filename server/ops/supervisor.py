@@ -14,7 +14,7 @@ watches:
   back-off (0.25 s doubling to 30 s; reset once a worker has run for a minute);
 - a worker that fails before the server was ever ready (the model does not load: the
   same `__init__` fails in every worker) stops the whole server at once with exit code 1,
-  its report printed once (the workers tell it through `tensorwire.ops.status`); once the
+  its report printed once (the workers tell it through `tensorwire.ops.worker_status`); once the
   server has served, a worker that fails to *start* (exit code 3) five times in a row
   stops it the same way, instead of looping;
 - SIGTERM/SIGINT are forwarded to every worker, which drains (see `tensorwire.serve`);
@@ -48,7 +48,7 @@ from prometheus_client import multiprocess
 from ..settings import Settings
 from ..telemetry.metrics import MULTIPROC_ENV
 from . import ports
-from .status import StatusReader
+from .worker_status import StatusReader
 
 log = logging.getLogger("tensorwire.workers")
 
@@ -100,7 +100,7 @@ def start_worker(settings: Settings, env: dict[str, str],
     layers the service's `@service(...)` options under them itself, after it imported
     the service (`--reload`, whose parent never imports it).
     `status_fd`: the write end of a pipe the worker reports "ready" or its start-up
-    failure on (`tensorwire.ops.status`); without it the worker logs the failure itself.
+    failure on (`tensorwire.ops.worker_status`); without it the worker logs the failure itself.
     """
     proc = subprocess.Popen([sys.executable, "-c", WORKER_BOOT],
                             stdin=subprocess.PIPE, env=env,

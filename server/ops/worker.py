@@ -9,7 +9,7 @@ until its stdin closes (the supervisor is gone), drains, and exits 0. It exits w
 code 3 when it cannot start (the service does not load, a port does not bind), so the
 supervisor can tell a crash loop at start-up from a crash later on. With `"status_fd"`
 in that line it tells the supervisor through that pipe that it is ready, or why it
-cannot start (`tensorwire.ops.status`), and leaves printing the reason to it.
+cannot start (`tensorwire.ops.worker_status`), and leaves printing the reason to it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from . import loops
 from .loader import ImportFailure, LoadError, failure_report, load_service
 from .ports import BindError
 from .serve import Server, settle_heap
-from .status import WorkerStatus
 from .supervisor import EXIT_STARTUP
+from .worker_status import WorkerStatus
 
 log = logging.getLogger("tensorwire.worker")
 

@@ -2,7 +2,7 @@
 
 `parse_request` / `request_values` / `response_bytes` are the server's path, and
 `request_bytes` / `parse_response` a client's: both move big bytes fields
-(`raw_bytes_field`, the data of a tensor) without copies through `framing`. The
+(`raw_bytes_field`, the data of a tensor) without copies through `bytes_fields`. The
 message-level `response` / `request` / `response_value` build and read ordinary
 messages. Values are read and written by each field's codec (its `proto` facet).
 """
@@ -17,11 +17,11 @@ from ..codecs.models import ModelCodec, ModelProto
 from ..codecs.proto_facet import ProtoFacet
 from ..contract.descriptor import APISpec
 from ..wire.field_error import FieldError, invalid_argument
-from . import framing
+from . import bytes_fields
 
 
 class Parsed:
-    """A parsed request whose big bytes fields were cut out of the wire (see framing)."""
+    """A parsed request whose big bytes fields were cut out of the wire (see bytes_fields)."""
 
     __slots__ = ("msg", "raw")
 
@@ -47,15 +47,15 @@ class APIMessages:
         # left out of a JSON body). A required one sent empty stays empty.
         self._request_fields = [(f.name, f.codec, f.codec.is_container and not f.required)
                                 for f in api.fields]
-        self._request_split = framing.split_fields(
+        self._request_split = bytes_fields.split_fields(
             request_cls, [(f.name, f.codec) for f in api.fields])
-        self._response_split = framing.split_fields(
+        self._response_split = bytes_fields.split_fields(
             response_cls, [(name, c) for name, _, c in self._response_fields])
 
     # server side
     def parse_request(self, data: bytes) -> Any:
         try:
-            data, raw = framing.split(data, self._request_split)
+            data, raw = bytes_fields.split(data, self._request_split)
             msg = self.request_cls.FromString(data)
         except Exception:
             raise self._not_a_request() from None
@@ -71,7 +71,7 @@ class APIMessages:
         a handler compiled per API.
 
         Where every input is a singular scalar read as the message holds it (no bytes
-        field cut out by `framing`, no container, no message, a facet that neither reads
+        field cut out by `bytes_fields`, no container, no message, a facet that neither reads
         nor converts in its own way), the values are the fields the sender set, read
         in one comprehension: a small request's fields had each gone through `_read`,
         `read_field` and `from_proto`, a fifth of the compiled gRPC handler's time.
@@ -219,7 +219,7 @@ class APIMessages:
 
     def parse_response(self, data: bytes, scope: Scope = REPLY) -> Any:
         """`response_value` straight from the received bytes (big fields as views)."""
-        data, raw = framing.split(data, self._response_split)
+        data, raw = bytes_fields.split(data, self._response_split)
         msg = self.response_cls.FromString(data)
         if not raw:
             return self.response_value(msg, scope)
@@ -260,7 +260,7 @@ def _read(codec: Codec, msg: Any, name: str, raw: dict[str, memoryview], scope: 
 
 
 def _serialize(msg: Any, values: list[tuple[str, Codec, Any]],
-               split: dict[int, framing.SplitField]) -> bytes:
+               split: dict[int, bytes_fields.SplitField]) -> bytes:
     by_name = {f.name: f for f in split.values()}
     tail: list[Any] = []
     for name, codec, value in values:
@@ -273,8 +273,8 @@ def _serialize(msg: Any, values: list[tuple[str, Codec, Any]],
             payload = codec.proto.fill_split(value, element)
         except FieldError as exc:
             raise exc.under(name) from None
-        if payload is not None:  # the element goes out whole, once (see framing)
-            tail += framing.fragment(split_field, payload, element.SerializeToString())
+        if payload is not None:  # the element goes out whole, once (see bytes_fields)
+            tail += bytes_fields.fragment(split_field, payload, element.SerializeToString())
             msg.ClearField(name)
     head = msg.SerializeToString()
     return b"".join([head, *tail]) if tail else head

@@ -28,7 +28,7 @@ back in bursts, which grpc.aio serves more cheaply than one by one (a gRPC `def`
 fell from ~1.2x the server CPU of the same `async def` one to below it), but unbounded
 bursts hold many finished calls unreleased at once (grpc's overload protection, now
 off, counted those against `grpc_max_concurrent_streams`; see
-`tensorwire.grpc.connections`) and delay the loop's other work. So the loop bounds
+`tensorwire.grpc.channel_args`) and delay the loop's other work. So the loop bounds
 them: once `_YIELD_AT` calls wait, it yields the CPU (`os.sched_yield`, the GIL
 released) at the start of its next pass, and the threads take them.
 """

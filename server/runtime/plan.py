@@ -38,8 +38,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contract.descriptor import APISpec
+from .chunk_stream import Stream
 from .eager import resumed
-from .streams import Stream
 
 if TYPE_CHECKING:
     from ..context import Context

@@ -30,10 +30,10 @@ from ..telemetry.tracing import Tracing
 from ..tempdirs import TempDirs
 from .admission import Admission
 from .batching import Batcher
+from .chunk_stream import Stream
 from .deadlines import Deadlines, Expired
 from .handoff import Handoff
 from .plan import RequestPlan
-from .streams import Stream
 
 log = logging.getLogger("tensorwire.runtime")
 _DONE = object()

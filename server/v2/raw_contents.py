@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..protobuf.framing import iter_fields, varint
+from ..protobuf.bytes_fields import iter_fields, varint
 
 RAW_INPUT_CONTENTS: Final = 7
 RAW_OUTPUT_CONTENTS: Final = 6

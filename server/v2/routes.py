@@ -25,7 +25,7 @@ from ..context import Context
 from ..errors import InvalidArgument, PayloadTooLarge, TensorwireError
 from ..http.body import read_body
 from ..http.direct import Handler
-from ..http.envelope import HttpEnvelope, HttpRoute
+from ..http.request_envelope import HttpEnvelope, HttpRoute
 from ..http.responses import error_response, json_errors
 from ..runtime.plan import RequestPlan
 from ..settings import Settings

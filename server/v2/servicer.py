@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from .. import inference as pb
 from ..codecs.v2_facet import Tensor
 from ..errors import InternalError, InvalidArgument, TensorwireError
-from ..grpc.envelope import GrpcEnvelope, GrpcRoute
+from ..grpc.call_envelope import GrpcEnvelope, GrpcRoute
 from ..grpc.failures import abort
 from ..runtime.plan import RequestPlan
 from ..wire.oip import (
@@ -31,8 +31,8 @@ from ..wire.oip import (
     params_to_proto,
     raw_from_array,
 )
-from .framing import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .model import PLATFORM, V2Model
+from .raw_contents import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .repository import Repository
 
 log = logging.getLogger("tensorwire.v2")

@@ -32,7 +32,7 @@ def to_numpy(msg: Any, strings: str = "unicode", data: Any = None) -> np.ndarray
     """The array a Tensor message holds; `strings="object"` gives str objects (frames).
 
     `data`, when given, is the message's `data` field received apart from it (a view of
-    the request buffer, see `tensorwire.protobuf.framing`); the array is then a view of it.
+    the request buffer, see `tensorwire.protobuf.bytes_fields`); the array is then a view of it.
     """
     spec = dtypes.by_proto().get(msg.dtype)
     if spec is None:

@@ -6,7 +6,7 @@ has answered but whose grpc.aio call object Python has not yet released still co
 The client, which saw the call end, opens the next one within the advertised limit, and
 the server refused it with RST_STREAM REFUSED_STREAM (`UNAVAILABLE` at the client): 10-60
 of 200 concurrent `def` calls, and 9-39 % of 1,000 server streams, at a limit of 100.
-tensorwire turns that counting off (`tensorwire.grpc.connections`): the limit is then the
+tensorwire turns that counting off (`tensorwire.grpc.channel_args`): the limit is then the
 one the client sees in SETTINGS, and calls beyond it wait in the client, as RFC 9113 says.
 
 Each case runs a real CLI server with its default settings (the cap of 100 streams a

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorwire.protobuf.framing import iter_fields
+from tensorwire.protobuf.bytes_fields import iter_fields
 
 _LEN = 2
 

@@ -63,7 +63,7 @@ from .datatypes import (
     datatype,
     datatype_of,
 )
-from .messages import (
+from .infer_messages import (
     arrays_from_infer_request,
     fill_infer_response,
     params_from_proto,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tensorwire.grpc.connections import (
+from tensorwire.grpc.channel_args import (
     MIN_CLIENT_PING_INTERVAL,
     connection_options,
     limit_options,

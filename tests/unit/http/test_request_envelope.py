@@ -1,4 +1,4 @@
-"""The one HTTP envelope (`tensorwire.http.envelope`): every API's route, with or without
+"""The one HTTP envelope (`tensorwire.http.request_envelope`): every API's route, with or without
 a Context, unary or streamed, answered through it (status, body, errors, time limits,
 metrics, access lines, refusals)."""
 
@@ -17,8 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel
 
 import tensorwire
-from tensorwire.http.envelope import HttpEnvelope
 from tensorwire.http.native import NativeSteps
+from tensorwire.http.request_envelope import HttpEnvelope
 from tensorwire.runtime.service import ServiceRuntime
 from tensorwire.settings import Settings
 from tensorwire.telemetry.metrics import flush, render

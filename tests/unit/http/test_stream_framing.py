@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tensorwire.http.streams import SSE, framing_for
+from tensorwire.http.stream_framing import SSE, framing_for
 
 
 def test_events_by_default_and_for_clients_that_ask_for_them():
@@ -39,7 +39,7 @@ def test_the_fused_chunk_writer_writes_what_framing_and_encoder_write():
 
     import pydantic
 
-    from tensorwire.http.streams import chunk_writer
+    from tensorwire.http.stream_framing import chunk_writer
 
     class Token(pydantic.BaseModel):
         text: str

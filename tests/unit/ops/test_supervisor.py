@@ -8,7 +8,6 @@ import socket
 
 import pytest
 
-from tensorwire.ops.status import StatusReader, WorkerStatus
 from tensorwire.ops.supervisor import (
     BACKOFF_MAX,
     EXIT_STARTUP,
@@ -18,6 +17,7 @@ from tensorwire.ops.supervisor import (
     describe_exit,
     reserve_port,
 )
+from tensorwire.ops.worker_status import StatusReader, WorkerStatus
 from tensorwire.settings import Settings
 
 

@@ -10,7 +10,7 @@ import pytest
 import tensorwire
 from tensorwire.codecs import REPLY
 from tensorwire.errors import InvalidArgument
-from tensorwire.protobuf import framing as protowire
+from tensorwire.protobuf import bytes_fields as protowire
 from tensorwire.protobuf.descriptors import service_proto
 from tensorwire.protobuf.messages import Parsed
 from tensorwire.validators import DType

@@ -19,7 +19,7 @@ import pytest
 import tensorwire
 from tensorwire.client.filedata import ClientFiles
 from tensorwire.client.grpc_transport import encode_request, grpc_api
-from tensorwire.protobuf import framing
+from tensorwire.protobuf import bytes_fields
 from tensorwire.protobuf.descriptors import service_proto
 from tensorwire.validators import DType
 from tests.support.wire_fields import repeated_singular_fields
@@ -130,7 +130,7 @@ def test_the_walker_names_a_field_written_twice() -> None:
     header = m.response(X)
     header.result.ClearField("data")
     field = next(iter(m._response_split.values()))
-    twice = header.SerializeToString() + b"".join(framing.fragment(field, X.tobytes()))
+    twice = header.SerializeToString() + b"".join(bytes_fields.fragment(field, X.tobytes()))
     assert m.response_cls.FromString(twice) == m.response(X)  # merging parsers agree ...
     assert repeated_singular_fields(m.response_cls.DESCRIPTOR, twice) == [
         "wire.TensorResponse.result"]  # ... but it is not once

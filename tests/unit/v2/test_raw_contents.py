@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tensorwire import inference as pb
-from tensorwire.v2.framing import (
+from tensorwire.v2.raw_contents import (
     SPLIT_MIN,
     join_raw_outputs,
     length_delimited,
