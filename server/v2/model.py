@@ -23,7 +23,6 @@ from ..contract.decoding import Decoder
 from ..contract.descriptor import APISpec, FieldSpec
 from ..errors import InvalidArgument, Unimplemented
 from ..wire.field_error import invalid_argument
-from ..wire.oip import TensorSpec
 
 #: The one version every model has.
 VERSION = "1"
@@ -88,13 +87,13 @@ class V2Model:
                 return f"{what} name {twice[0]!r} is used twice (a field and a column?)"
         return None
 
-    def _raw_input(self) -> TensorSpec | None:
+    def _raw_input(self) -> TensorMeta | None:
         if self.catch_all is not None or len(self.inputs) != 1:
             return None
         (only,) = self.inputs
         if only.datatype == ANY_DATATYPE:
             return None
-        return TensorSpec(only.name, only.datatype, only.shape)
+        return only
 
     # ------------------------------------------------------------------ metadata
     def metadata(self) -> dict[str, Any]:

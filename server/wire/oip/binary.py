@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -30,14 +30,19 @@ from .raw import array_from_raw, byte_view, raw_from_array
 from .typed import array_from_json, json_from_array
 
 
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
-    """A model tensor as metadata describes it; `shape` None means any shape, -1 marks
-    a variable dimension. Needed to read a raw body, which names nothing."""
+class RawInput(Protocol):
+    """The one input a raw body fills, as model metadata describes it (the v2 facet's
+    `TensorMeta`): `shape` None means any shape, -1 marks a variable dimension. Needed
+    to read a raw body, which names nothing."""
 
-    name: str
-    datatype: str
-    shape: tuple[int, ...] | None = None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def datatype(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int, ...] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,7 @@ def parse_header_length(value: str | int | None, body_length: int) -> int | None
 
 
 def parse_http_infer_request(body: Any, header_length: str | int | None, *,
-                             raw_input: TensorSpec | None = None) -> HttpInferRequest:
+                             raw_input: RawInput | None = None) -> HttpInferRequest:
     """Parse an HTTP inference request body, with or without binary tensors.
 
     `header_length` is the `Inference-Header-Content-Length` header as received (None
@@ -252,7 +257,7 @@ def _check_header(header: dict[str, Any]) -> HttpInferRequest:
     return HttpInferRequest(header, tuple(inputs), tuple(outputs), binary_output)
 
 
-def _raw_request(view: memoryview, spec: TensorSpec) -> HttpInferRequest:
+def _raw_request(view: memoryview, spec: RawInput) -> HttpInferRequest:
     """Triton's raw body: all of it is the one input; at most one variable dimension
     (a leading -1 beside another counts as batch size 1), BYTES as one element of
     shape [1] (the body is the element's bytes, no length prefix); every output binary.

@@ -16,11 +16,10 @@ from examples.frames import Frames
 from examples.iris import Iris
 from examples.llm_stream import LanguageModel
 from examples.quickstart import Quickstart, Summary
-from tensorwire.codecs.v2_facet import Tensor
+from tensorwire.codecs.v2_facet import Tensor, TensorMeta
 from tensorwire.errors import InvalidArgument, Unimplemented
 from tensorwire.v2.model import V2Model
 from tensorwire.validators import DataframeSchema, DType, Shape
-from tensorwire.wire.oip import TensorSpec
 
 
 def model(service: type, api: str) -> V2Model:
@@ -48,7 +47,7 @@ def test_tensors_single_outputs_and_frames() -> None:
     classify = model(Iris, "classify")
     assert meta(classify.inputs) == [("x", "FP32", [1, 4])]
     assert meta(classify.outputs) == [("result", "", [-1])]  # np.ndarray: any dtype/shape
-    assert classify.raw_input == TensorSpec("x", "FP32", (1, 4))
+    assert classify.raw_input == TensorMeta("x", "FP32", (1, 4))
     assert meta(model(Iris, "species").outputs) == [("result", "BYTES", [-1])]
     totals = model(Frames, "totals")
     assert meta(totals.inputs) == [("item", "", [-1]), ("qty", "INT64", [-1]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import struct
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import ml_dtypes
@@ -35,6 +36,15 @@ NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT3
            "FP16", "BF16", "FP32", "FP64"]
 ALL = [*NUMERIC, "BYTES"]
 TYPED = [d for d in ALL if d not in ("FP16", "BF16")]
+
+
+@dataclass(frozen=True)
+class RawSpec:
+    """A raw body's one input (`oip.RawInput`), as a model's metadata would give it."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...] | None = None
 
 
 def sample(datatype: str, shape: tuple[int, ...] = (2, 3), seed: int = 0) -> np.ndarray:
@@ -498,7 +508,7 @@ def test_decoding_a_parsed_input_checks_its_data():
 
 def test_raw_body_fills_the_one_input():
     data = np.arange(8, dtype=np.float32)
-    spec = oip.TensorSpec("x", "FP32", (-1, 4))
+    spec = RawSpec("x", "FP32", (-1, 4))
     request = oip.parse_http_infer_request(data.tobytes(), "0", raw_input=spec)
     assert request.binary_output and request.wants_binary("y")
     assert request.inputs[0].shape == (2, 4)
@@ -506,21 +516,21 @@ def test_raw_body_fills_the_one_input():
     assert request.header["inputs"][0]["parameters"] == {"binary_data_size": 32}
     # A leading -1 beside another variable dim is a batch of one.
     request = oip.parse_http_infer_request(data.tobytes(), 0,
-                                           raw_input=oip.TensorSpec("x", "FP32", (-1, -1, 2)))
+                                           raw_input=RawSpec("x", "FP32", (-1, -1, 2)))
     assert request.inputs[0].shape == (1, 4, 2)
     # No declared shape: one dimension.
     request = oip.parse_http_infer_request(data.tobytes(), 0,
-                                           raw_input=oip.TensorSpec("x", "FP32"))
+                                           raw_input=RawSpec("x", "FP32"))
     assert request.inputs[0].shape == (8,)
 
 
 def test_raw_body_of_a_bytes_input_is_one_element():
     request = oip.parse_http_infer_request(b"\x89PNG\x00", 0,
-                                           raw_input=oip.TensorSpec("img", "BYTES", (-1,)))
+                                           raw_input=RawSpec("img", "BYTES", (-1,)))
     assert request.arrays()["img"].tolist() == [b"\x89PNG\x00"]
     with pytest.raises(OIPError, match=r"input 'img': a raw body fills a BYTES input only when "
                                        r"its shape is \[1\]"):
-        oip.parse_http_infer_request(b"x", 0, raw_input=oip.TensorSpec("img", "BYTES", (2,)))
+        oip.parse_http_infer_request(b"x", 0, raw_input=RawSpec("img", "BYTES", (2,)))
 
 
 def test_raw_body_refusals():
@@ -528,13 +538,13 @@ def test_raw_body_refusals():
         oip.parse_http_infer_request(b"\x00" * 4, 0)
     with pytest.raises(OIPError, match=r"input 'x': 10 bytes are not a whole number of FP32 "
                                        r"elements of shape \[-1, 2\]"):
-        oip.parse_http_infer_request(b"\x00" * 10, 0, raw_input=oip.TensorSpec("x", "FP32",
+        oip.parse_http_infer_request(b"\x00" * 10, 0, raw_input=RawSpec("x", "FP32",
                                                                                (-1, 2)))
     with pytest.raises(OIPError, match=r"more than one variable dimension"):
-        oip.parse_http_infer_request(b"\x00" * 8, 0, raw_input=oip.TensorSpec("x", "FP32",
+        oip.parse_http_infer_request(b"\x00" * 8, 0, raw_input=RawSpec("x", "FP32",
                                                                               (2, -1, -1)))
     with pytest.raises(OIPError, match=r"input 'x': has 8 bytes of data, but shape \[3\]"):
-        oip.parse_http_infer_request(b"\x00" * 8, 0, raw_input=oip.TensorSpec("x", "FP32",
+        oip.parse_http_infer_request(b"\x00" * 8, 0, raw_input=RawSpec("x", "FP32",
                                                                               (3,)))
 
 
