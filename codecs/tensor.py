@@ -99,7 +99,7 @@ class TensorCodec(Codec):
         fw = framework_of(value)
         try:
             if fw is spec.framework:
-                spec.check(fw.shape(value), fw.dtype(value), fw.dtype_name(value))
+                spec.check(fw.shape(value), *fw.dtype_facts(value))
                 return value if fw is not NUMPY else np.asarray(value)
             if fw is not None:
                 array = fw.to_numpy(value)
