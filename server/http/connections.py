@@ -56,11 +56,10 @@ from typing import Any
 
 import orjson
 from aiohttp import hdrs, web
-from aiohttp.streams import EMPTY_PAYLOAD
-from aiohttp.web_protocol import _ErrInfo
 
 from ..errors import PayloadTooLarge
 from ..settings import Settings
+from .aiohttp_compat import ProtocolBase, runner_server
 from .direct import DirectRoutes
 from .responses import error_response, from_protocol_error
 
@@ -179,14 +178,9 @@ class ConnectionGuard:
 _parse = web.RequestHandler.data_received
 
 
-class GuardedHandler(web.RequestHandler):
+class GuardedHandler(ProtocolBase):
     """aiohttp's protocol with a request-head deadline, a body idle timeout and the
-    connection cap.
-
-    It reads two facts of its base: `_waiter` is pending while the connection waits for
-    the next request (aiohttp's own keep-alive check reads it the same way) and
-    `_messages` holds the (head, body stream) of requests parsed and not yet handled.
-    """
+    connection cap (what it reads of aiohttp's own state: `ProtocolBase`)."""
 
     __slots__ = ("_body", "_body_timer", "_guard", "_head_due", "_head_started", "_last_read")
 
@@ -195,7 +189,7 @@ class GuardedHandler(web.RequestHandler):
         super().__init__(manager, **kwargs)
         self._guard = guard
         if dispatch is not None:  # compiled APIs past the router (tensorwire.http.direct)
-            self._request_handler = dispatch
+            self.set_dispatch(dispatch)
         #: When the awaited request head is due (loop time; None: no head awaited).
         self._head_due: float | None = None
         #: Whether any byte of the awaited head has arrived (408, else a silent close).
@@ -211,32 +205,32 @@ class GuardedHandler(web.RequestHandler):
         guard.open += 1
         guard.connections.add(self)
         if guard.max_connections and guard.open > guard.max_connections \
-                and not guard.make_room(self, self._loop.time()):
-            guard.refuse(self._loop.time())
+                and not guard.make_room(self, self.loop.time()):
+            guard.refuse(self.loop.time())
             transport.write(guard.busy)  # type: ignore[attr-defined]
             self.force_close()
             return
-        self._arm(self._loop.time(), started=False)  # a new connection is for a request
+        self._arm(self.loop.time(), started=False)  # a new connection is for a request
 
     def data_received(self, data: bytes) -> None:
         # Decided after aiohttp parsed the bytes, so that a request arriving whole in one
         # read (the common case) neither arms, disarms nor reads the clock.
         if self._body is not None:  # a body under its idle timeout: these bytes count
-            self._last_read = self._loop.time()
+            self._last_read = self.loop.time()
         _parse(self, data)
-        if self._messages:
+        if self.pending:
             if self._head_due is not None:
                 self._disarm()  # a whole head arrived in time
-            message, body = self._messages[-1]
+            message, body = self.pending[-1]
             if body is not self._body and not body.is_eof():  # a body is to come
                 if hdrs.EXPECT in message.headers and self._refuse_announced(message):
                     return
-                self._last_read = self._loop.time()
+                self._last_read = self.loop.time()
                 self._watch_body(body)
         elif self._head_due is not None:
             self._head_started = True
-        elif self._waiting():  # part of the next head on a kept-alive connection
-            self._arm(self._loop.time(), started=True)
+        elif self.waiting():  # part of the next head on a kept-alive connection
+            self._arm(self.loop.time(), started=True)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
@@ -260,7 +254,7 @@ class GuardedHandler(web.RequestHandler):
             return False
         refusal = PayloadTooLarge(f"request body of {length} bytes exceeds the limit of "
                                   f"{limit} bytes")
-        self._messages[-1] = (_ErrInfo(413, refusal, refusal.message), EMPTY_PAYLOAD)
+        self.refuse_last(413, refusal, refusal.message)
         return True
 
     def handle_error(self, request: web.BaseRequest, status: int = 500,
@@ -288,22 +282,17 @@ class GuardedHandler(web.RequestHandler):
         request, has none in hand and no byte of the next one has come (aiohttp sets the
         keep-alive deadline when a request ends; the earliest deadline is the longest
         idle). None for a busy, a closing, or a new connection."""
-        if self.transport is None or not self._request_count or not self._waiting() \
+        if self.transport is None or not self.served or not self.waiting() \
                 or (self._head_due is not None and self._head_started):
             return None
-        return self._next_keepalive_close_time
-
-    def _waiting(self) -> bool:
-        """Whether the connection is idle, waiting for a request (none being handled)."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done() and not self._messages
+        return self.idle_deadline
 
     def _arm(self, now: float, *, started: bool) -> None:
         timeout = self._guard.header_timeout
         if timeout > 0:
             self._head_started = started
             self._head_due = now + timeout
-            self._guard.arm(self, self._loop)
+            self._guard.arm(self, self.loop)
 
     def _disarm(self) -> None:
         if self._head_due is not None:
@@ -315,7 +304,7 @@ class GuardedHandler(web.RequestHandler):
         self._body = body
         timeout = self._guard.body_timeout
         if timeout > 0 and self._body_timer is None:
-            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+            self._body_timer = self.loop.call_at(self._last_read + timeout, self._body_idle)
 
     def _body_idle(self) -> None:
         self._body_timer = None
@@ -324,11 +313,11 @@ class GuardedHandler(web.RequestHandler):
             self._body = None
             return
         timeout = self._guard.body_timeout
-        now = self._loop.time()
+        now = self.loop.time()
         if not transport.is_reading():  # paused by us (back-pressure): not the client
             self._last_read = now
         if now - self._last_read < timeout:
-            self._body_timer = self._loop.call_at(self._last_read + timeout, self._body_idle)
+            self._body_timer = self.loop.call_at(self._last_read + timeout, self._body_idle)
             return
         log.info("closed a connection whose request body stalled for %g s", timeout)
         self.force_close()  # a response may be under way: no 408 written into it
@@ -336,7 +325,7 @@ class GuardedHandler(web.RequestHandler):
     def _head_late(self) -> None:
         """The sweeper found the head's deadline passed."""
         self._head_due = None
-        if self._messages or self.transport is None:
+        if self.pending or self.transport is None:
             return
         if self._head_started:
             self.transport.write(self._guard.late)
@@ -358,7 +347,7 @@ class _GuardedRunner(web.AppRunner):
 
     @property
     def server(self) -> Any:
-        server = self._server
+        server = runner_server(self)
         if server is None:
             return None
         guard, kwargs = self._guard, self._handler_kwargs

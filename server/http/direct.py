@@ -21,117 +21,25 @@ Connection header aiohttp's keep-alive rules call for), built from a prefix made
 and written in one `transport.write`. Errors and every non-200 answer still go through
 `web.Response`.
 
-It reads three facts of aiohttp's request and protocol (`_message`, the request's
-`_payload_writer` and `RequestHandler._request_handler`), as `GuardedHandler` does; the
-tests in tests/unit/http/test_direct.py compare the bytes with aiohttp's own answers.
+What it needs of aiohttp's internals (a request's parsed head, its payload writer, the
+protocol's request handler) is in `tensorwire.http.aiohttp_compat`; the tests in
+tests/unit/http/test_direct.py compare the bytes with aiohttp's own answers.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import hdrs, web
-from aiohttp.helpers import rfc822_formatted_time
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
-from multidict import CIMultiDict
+
+from .aiohttp_compat import JsonAnswer, message_of
+
+__all__ = ["DIRECT_KEY", "DirectRoutes", "Handler", "JsonAnswer"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: app key: the compiled handlers routed by the application -> their direct variants
 DIRECT_KEY = web.AppKey("tensorwire_direct_handlers", dict)
-
-_STATUS_200 = {HttpVersion11: b"HTTP/1.1 200 OK\r\n", HttpVersion10: b"HTTP/1.0 200 OK\r\n"}
-_JSON_HEAD = b"Content-Type: application/json\r\nContent-Length: "
-#: above this a body is written after its head rather than copied behind it
-_JOIN_LIMIT = 1 << 16
-_SERVER = f"\r\nServer: {SERVER_SOFTWARE}\r\n".encode()
-
-
-class _Clock:
-    """The Date and Server header lines, remade once a second (aiohttp caches its
-    formatted date the same way)."""
-
-    __slots__ = ("lines", "second")
-
-    def __init__(self) -> None:
-        self.second = -1
-        self.lines = b""
-
-    def date_lines(self) -> bytes:
-        now = int(time.time())
-        if now != self.second:
-            self.second = now
-            self.lines = b"\r\nDate: " + rfc822_formatted_time().encode() + _SERVER
-        return self.lines
-
-
-_clock = _Clock()
-
-
-class JsonAnswer(web.StreamResponse):
-    """A 200 JSON answer written as aiohttp would write `web.Response(body=body,
-    content_type="application/json")`, in one write and without a header multidict.
-
-    aiohttp's protocol only calls `prepare`, `write_eof` and reads `keep_alive`; the
-    class defaults of `StreamResponse` cover the rest, and `headers` is made on demand
-    for any code that looks.
-    """
-
-    _status = 200
-    _reason = "OK"
-
-    def __init__(self, body: bytes) -> None:  # no super(): nothing here needs its state
-        self._body = body
-        self._state: dict[Any, Any] = {}
-
-    @property
-    def content_length(self) -> int:  # type: ignore[override]
-        """The body's length, read by the envelope's accounting before the answer is
-        written (without making the header multidict)."""
-        return len(self._body)  # type: ignore[arg-type]
-
-    @property
-    def _headers(self) -> CIMultiDict[str]:  # type: ignore[override]
-        headers: CIMultiDict[str] = CIMultiDict()
-        headers[hdrs.CONTENT_TYPE] = "application/json"
-        headers[hdrs.CONTENT_LENGTH] = str(len(self._body or b""))
-        return headers
-
-    async def prepare(self, request: web.BaseRequest) -> Any:
-        if self._eof_sent:
-            return None
-        body: bytes = self._body  # type: ignore[assignment]
-        message = request._message
-        keep_alive = not message.should_close
-        self._keep_alive = keep_alive
-        version = message.version
-        if version == HttpVersion11:
-            tail = b"\r\n" if keep_alive else b"Connection: close\r\n\r\n"
-        elif version == HttpVersion10:
-            tail = b"Connection: keep-alive\r\n\r\n" if keep_alive else b"\r\n"
-        else:  # the parser accepts only HTTP/1.x; kept general all the same
-            tail = b"\r\n" if keep_alive else b"Connection: close\r\n\r\n"
-        status = _STATUS_200.get(version) or f"HTTP/{version[0]}.{version[1]} 200 OK\r\n".encode()
-        head = b"%s%s%d%s%s" % (status, _JSON_HEAD, len(body), _clock.date_lines(), tail)
-        writer = request._payload_writer
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("Cannot write to closing transport")
-        self._eof_sent = True
-        self._body_length = len(body)
-        writer.output_size += len(head) + len(body)  # type: ignore[attr-defined]
-        if len(body) < _JOIN_LIMIT:
-            transport.write(head + body)
-        else:  # a large answer: no copy, and the handler waits while the buffer drains
-            transport.write(head)
-            transport.write(body)
-            await writer.drain()  # type: ignore[attr-defined]
-        return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        return None
 
 
 class DirectRoutes:
@@ -159,7 +67,7 @@ class DirectRoutes:
         return cls(routes, fallback) if routes else None
 
     def __call__(self, request: web.BaseRequest) -> Awaitable[web.StreamResponse]:
-        message = request._message
+        message = message_of(request)
         if message.method == "POST":
             handler = self.routes.get(message.path)
             if handler is not None and hdrs.EXPECT not in message.headers:

@@ -19,8 +19,8 @@ deliver its request head, `tensorwire.http.connections`) is closed. Why not peek
 it paused reading there, so the ClientHello would be consumed before TLS could see it.
 
 aiohttp has no hook for this: `HTTPSSite` is a `web.TCPSite` whose `start` binds and
-accepts itself, so it sets that class's private attributes (`_server`, `_bound_port`);
-an aiohttp release that renames them breaks this one module, at start-up.
+accepts itself, so it reads the site's address and installs its own listener through
+`tensorwire.http.aiohttp_compat`, the one module that touches aiohttp's internals.
 
 The gRPC port cannot do the same: grpc core owns its sockets. A plaintext gRPC client on
 a TLS port sees UNAVAILABLE (the README says so).
@@ -40,6 +40,7 @@ import orjson
 from aiohttp import web
 
 from ..errors import ERROR_KIND_HEADER, InvalidArgument, error_kind
+from ..http.aiohttp_compat import adopt_listener, site_address
 
 log = logging.getLogger("tensorwire.http")
 
@@ -124,14 +125,14 @@ class HTTPSSite(web.TCPSite):
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
-        factory = self._runner.server
+        runner, host, port, backlog, reuse_port = site_address(self)
+        factory = runner.server
         assert factory is not None
         loop = asyncio.get_running_loop()
-        sockets = _listening_sockets(self._host or "", self._port, backlog=self._backlog,
-                                     reuse_port=self._reuse_port)
+        sockets = _listening_sockets(host, port, backlog=backlog, reuse_port=reuse_port)
         tasks = [loop.create_task(self._accept(sock, factory)) for sock in sockets]
-        self._server = _Listener(sockets, tasks, self._pending)  # type: ignore[assignment]
-        self._bound_port = sockets[0].getsockname()[1]
+        adopt_listener(self, _Listener(sockets, tasks, self._pending),
+                       sockets[0].getsockname()[1])
 
     async def _accept(self, listener: socket.socket,
                       factory: Callable[[], asyncio.Protocol]) -> None:

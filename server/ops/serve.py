@@ -26,6 +26,7 @@ from ..contract.descriptor import ServiceSpec
 from ..grpc import GrpcServer
 from ..grpc.server import ExtraService
 from ..http import create_app
+from ..http.aiohttp_compat import site_sockets
 from ..http.connections import runner as http_runner
 from ..runtime.service import ServiceRuntime
 from ..security.grpc import interceptors
@@ -101,7 +102,7 @@ class Server:
             except OSError as exc:
                 raise cannot_listen("HTTP", s.host, s.http_port,
                                     str(exc.strerror or exc)) from exc
-            sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+            sockets = site_sockets(site)
             self.bound.http_port = sockets[0].getsockname()[1] if sockets else s.http_port
         if s.grpc:
             extra = [ExtraService(inference.SERVICE_NAME, V2Servicer(v2).handler,
