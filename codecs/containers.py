@@ -48,6 +48,8 @@ LIST_BATCHING = ListBatching()
 class OptionalHttp(HttpFacet):
     """The inner facet, except that None is written as JSON `null`."""
 
+    json_answer = False  # None is `null`; any other value as the inner facet writes it
+
     def __init__(self, codec: Codec, inner: HttpFacet) -> None:
         super().__init__(codec, body_media=inner.body_media, binary_media=inner.binary_media)
         self.inner = inner
@@ -82,6 +84,9 @@ class OptionalHttp(HttpFacet):
 
 class OptionalProto(ProtoFacet):
     """The inner facet; None is "field not set", and so is an empty repeated field."""
+
+    reads_as_held = False  # an empty repeated field reads as None
+    writes_as_converted = False  # as the inner facet writes
 
     def __init__(self, codec: OptionalCodec, inner: ProtoFacet) -> None:
         super().__init__(codec)
@@ -168,6 +173,8 @@ class OptionalV2(V2Facet):
 class OptionalCodec(Codec):
     """`X | None`: the inner codec, with None meaning "field not set"."""
 
+    output_checked_by_types = False  # None passes; the inner codec checks the rest
+
     def __init__(self, python_type: Any, annotation: Any, inner: Codec) -> None:
         super().__init__(python_type, annotation)
         self.inner = inner
@@ -205,6 +212,7 @@ class ListHttp(HttpFacet):
     """A JSON array; a list of files is one multipart part per item, in and out."""
 
     codec: ListCodec
+    json_answer = False  # a list of files is multipart
 
     @property
     def is_file(self) -> bool:
@@ -239,6 +247,8 @@ class ListProto(ProtoFacet):
     """`repeated X`: the item's element, once per item."""
 
     codec: ListCodec
+    reads_as_held = False  # each item through its own facet
+    writes_as_converted = False
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return self.codec.item.proto.proto_type(builder, name_hint).as_repeated()
@@ -369,6 +379,8 @@ class MapProto(ProtoFacet):
     """`map<K, V>` with a scalar key."""
 
     codec: MapCodec
+    reads_as_held = False  # each value through its own facet
+    writes_as_converted = False
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         codec = self.codec

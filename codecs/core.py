@@ -147,6 +147,13 @@ class Codec:
     batch: Batching | None = None
     #: What `output_value` passes as it is (isinstance); () validates every value.
     output_types: type | tuple[type, ...] = ()
+    #: Whether `output_value` is the rule `validates_output` and `output_types` state:
+    #: a value of `output_types` (any value, where the codec validates none) is itself,
+    #: any other is validated by `adapter`. Per-API encoders then apply the rule inline
+    #: (and write a value of the field's own type unchecked); a codec whose
+    #: `output_value` follows another rule (an Optional passes None) sets it False, and
+    #: they call its `output_value`.
+    output_checked_by_types: ClassVar[bool] = True
 
     @property
     def has_tensors(self) -> bool:
@@ -208,7 +215,7 @@ class Codec:
         a compiled handler calls per request."""
         to_json, suspect, checked = (self.serializer.to_json, self._suspect_json,
                                      self._checked_json)
-        if type(self).output_value is not Codec.output_value:
+        if not self.output_checked_by_types:
             value_of = self.output_value
 
             def dump_any(value: Any) -> bytes:

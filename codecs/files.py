@@ -126,6 +126,8 @@ class FileHttp(HttpFacet):
     """A multipart part or raw body spooled to disk; a streamed file response out."""
 
     codec: FileCodec
+    json_answer = False  # the file's bytes, streamed
+    json_chunks = False  # a path's JSON, not the file's
 
     async def decode_body(self, body: Part, scope: Scope) -> Any:
         return await self.store(body, scope)

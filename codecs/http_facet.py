@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..wire.sse import sse_encoder
 from .core import MISSING
@@ -80,7 +80,23 @@ class HttpFacet:
 
     `is_file`, `repeated_parts`, `output_media` and `item` are properties because a
     list or a model answers them from what it holds, read when asked.
+
+    What a subclass changes is declared in class flags (`json_answer`, `json_chunks`),
+    read once when a handler or stream encoder is built: a subclass that overrides
+    `encode` or `encode_chunk` sets the matching flag False (a unit test checks that
+    every facet in `tensorwire.codecs` does).
     """
+
+    #: Whether every response of this facet is the JSON of the value
+    #: (`codec.dump_json(codec.output_value(value))`) whatever the request's Accept
+    #: says, so a per-API handler may write those bytes with no `HttpBody` around them
+    #: (`json_encoder`). False where `encode` writes anything else: text, raw bytes,
+    #: `.npy`, files, multipart, or a wrapper that decides per value.
+    json_answer: ClassVar[bool] = True
+    #: Whether every streamed chunk is the JSON of the value (what the base
+    #: `encode_chunk` writes), so a stream may call the codec's `json_dumper` per chunk.
+    #: False where chunks are text, raw bytes or files.
+    json_chunks: ClassVar[bool] = True
 
     def __init__(self, codec: Codec, *, body_media: str = JSON, output_media: str = JSON,
                  binary_media: tuple[str, ...] = (), is_file: bool = False) -> None:
@@ -137,7 +153,7 @@ class HttpFacet:
         """The JSON bytes of an output value, when every response of this facet is that
         JSON whatever the request's Accept says (None otherwise: tensors, files, models
         holding them). A compiled handler calls it instead of building an `HttpBody`."""
-        if type(self).encode is not HttpFacet.encode:
+        if not self.json_answer:
             return None
         return self.plain_json_encoder()
 
@@ -158,6 +174,6 @@ class HttpFacet:
     def chunk_encoder(self) -> Callable[[Any], bytes]:
         """`encode_chunk` as one function with this facet's facts bound: what a stream
         calls per chunk (a chunk is most of what a streamed token costs the server)."""
-        if type(self).encode_chunk is HttpFacet.encode_chunk:
+        if self.json_chunks:
             return self.codec.json_dumper()
         return self.encode_chunk

@@ -161,6 +161,8 @@ class ImageHttp(HttpFacet):
     """A raw body or part, read whole (within the limits) and decoded; an image out."""
 
     codec: ImageCodec
+    json_answer = False  # the encoded image
+    json_chunks = False  # refused: an image is no event
 
     async def decode_body(self, body: Part, scope: Scope) -> Any:
         return self.codec.decode(await body.read(), body.media_type, body.filename, scope)

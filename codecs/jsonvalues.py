@@ -51,6 +51,7 @@ class JsonTextProto(ProtoFacet):
     """A `string` field holding the value's JSON text (`(tensorwire.v1.json_schema)`)."""
 
     codec: JsonValueCodec
+    reads_as_held = False  # JSON text parsed
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         return ProtoType(FDP.TYPE_STRING,

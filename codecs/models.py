@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
@@ -52,6 +52,7 @@ class ModelHttp(HttpFacet):
     part per field (files and tensors as their codecs encode them, the rest as JSON)."""
 
     codec: ModelCodec
+    json_answer = False  # with files, multipart (`json_encoder` answers per model)
 
     @property
     def is_file(self) -> bool:
@@ -82,6 +83,11 @@ class ModelProto(MessageProto):
     """A nested message with one field per model field."""
 
     codec: ModelCodec
+    #: Whether `fill` writes each model field with its own codec's `write_field` and
+    #: does nothing else, so a per-API encoder may build the whole message in one
+    #: constructor call where every field is written as converted. A subclass whose
+    #: `fill` does more sets it False.
+    fills_field_by_field: ClassVar[bool] = True
 
     def proto_type(self, builder: ProtoBuilder, name_hint: str) -> ProtoType:
         codec = self.codec

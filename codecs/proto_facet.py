@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as FDP
 
@@ -96,13 +96,30 @@ class ProtoBuilder(Protocol):
 
 
 class ProtoFacet:
-    """How one codec's values sit in protobuf; this base is a singular scalar field."""
+    """How one codec's values sit in protobuf; this base is a singular scalar field.
+
+    What a subclass changes about reading and writing a field is declared in class
+    flags (`reads_as_held`, `writes_as_converted`), read once when a per-API reader or
+    encoder is built: a subclass that overrides the methods a flag names sets it False
+    (a unit test checks that every facet in `tensorwire.codecs` does).
+    """
 
     #: Whether one element is a protobuf message (else a scalar or enum).
     element_is_message = False
     #: Whether element numbers come from the field's protobuf type (`for_field`): an
     #: enum, whose values a published contract may number apart from declaration order.
     numbered_by_field = False
+    #: Whether a field reads as the message holds it: MISSING when the sender left it
+    #: out, else `getattr(msg, name)` itself, neither converted nor checked (the base
+    #: `read_field` and `from_proto`). A per-API reader then takes a request's set
+    #: scalar fields in one comprehension. False where a facet converts or checks
+    #: elements or reads the field by another rule (containers, enums, JSON text).
+    reads_as_held: ClassVar[bool] = True
+    #: Whether a field is written by the base rule: None leaves it unset, any other
+    #: value sets it to `to_proto(value)` (a message element: `fill`s it). A per-API
+    #: encoder then builds a scalar result's message in one constructor call. False
+    #: where `write_field` does more (containers, wrappers, enums numbered per field).
+    writes_as_converted: ClassVar[bool] = True
 
     def __init__(self, codec: Codec, ptype: ProtoType | None = None) -> None:
         self.codec = codec
@@ -177,6 +194,9 @@ class MessageProto(ProtoFacet):
     """A facet whose element is a message: a well-known type or one of our own."""
 
     element_is_message = True
+    #: A message element is converted to a value (a subclass's `from_proto`), never
+    #: handed over as the message it is.
+    reads_as_held = False
 
     def __init__(self, codec: Codec, type_name: str | None = None) -> None:
         super().__init__(codec)

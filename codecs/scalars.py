@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import orjson
 from pydantic import AllowInfNan
@@ -38,6 +38,11 @@ _PROTO: dict[type, ProtoType] = {str: STRING, int: INT64, float: DOUBLE, bool: B
 class ScalarProto(ProtoFacet):
     """One protobuf scalar; values are coerced to the field's Python type on write."""
 
+    #: Whether `to_proto` is the coercion `base(value)` alone, so that an instance of
+    #: exactly `base` is written as it is (`verbatim_type`). False where a subclass
+    #: checks or converts on write (a double's non-finite rule).
+    coerces_to_base: ClassVar[bool] = True
+
     def __init__(self, codec: Codec, base: type) -> None:
         super().__init__(codec, _PROTO[base])
         self.base = base
@@ -49,8 +54,7 @@ class ScalarProto(ProtoFacet):
         # base(value) is value itself for an instance of exactly `base`; output_value
         # passes it when the codec checks no output or `base` is what it accepts as is
         codec = self.codec
-        if (type(self).to_proto is not ScalarProto.to_proto
-                or type(codec).output_value is not Codec.output_value
+        if (not self.coerces_to_base or not codec.output_checked_by_types
                 or (codec.validates_output and not isinstance(self.base(), codec.output_types))):
             return None
         return self.base
@@ -58,6 +62,8 @@ class ScalarProto(ProtoFacet):
 
 class DoubleProto(ScalarProto):
     """A `double`: NaN and infinity only where the contract opts in (codecs.finite)."""
+
+    coerces_to_base = False  # a non-finite value is checked
 
     def __init__(self, codec: Codec, allow_nonfinite: bool) -> None:
         super().__init__(codec, float)
@@ -94,6 +100,9 @@ class FloatCodec(ScalarCodec):
 
 class StrHttp(HttpFacet):
     """A root str input is the text body; a str output is text/plain."""
+
+    json_answer = False  # text/plain
+    json_chunks = False  # each chunk its text
 
     def __init__(self, codec: Codec) -> None:
         super().__init__(codec, body_media="text/plain", output_media="text/plain")
@@ -140,7 +149,7 @@ class StrHttp(HttpFacet):
     def _str_as_utf8(self) -> bool:
         """Whether a `str` chunk passes the codec unchecked (what a token stream yields)."""
         codec = self.codec
-        return type(codec).output_value is Codec.output_value and (
+        return codec.output_checked_by_types and (
             not codec.validates_output or isinstance("", codec.output_types))
 
     def sse_chunk_encoder(self) -> Callable[[Any], bytes]:
@@ -183,6 +192,7 @@ class BytesHttp(HttpFacet):
     """Raw bytes as a root body or file part (base64 inside JSON); a raw body out."""
 
     codec: BytesCodec
+    json_answer = False  # the raw bytes
 
     async def decode_body(self, body: Part, scope: Scope) -> Any:
         codec = self.codec
@@ -214,6 +224,7 @@ class BytesProto(ScalarProto):
     refused (gRPC carries no media type, so only what the bytes say can be checked)."""
 
     codec: BytesCodec
+    reads_as_held = False  # checked against a ContentType
 
     def from_proto(self, raw: Any, scope: Scope) -> Any:
         codec = self.codec
@@ -302,6 +313,8 @@ class EnumProto(ProtoFacet):
 
     codec: EnumCodec
     numbered_by_field = True
+    reads_as_held = False  # numbers read as the values they stand for
+    writes_as_converted = False  # numbered by the field's own enum type
 
     def __init__(self, codec: EnumCodec, numbers: list[int] | None = None) -> None:
         super().__init__(codec)

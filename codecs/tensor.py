@@ -265,6 +265,7 @@ class TensorHttp(HttpFacet):
     """Nested lists in JSON, or an `.npy` body or part; `.npy` out when Accept asks."""
 
     codec: TensorCodec
+    json_answer = False  # `.npy` when Accept asks
 
     async def decode_body(self, body: Part, scope: Scope) -> Any:
         media = body.media_type

@@ -14,7 +14,6 @@ from typing import Any
 
 from ..codecs import MISSING, REPLY, Codec, Scope
 from ..codecs.models import ModelCodec, ModelProto
-from ..codecs.proto_facet import ProtoFacet
 from ..contract.descriptor import APISpec
 from ..wire.field_error import FieldError, invalid_argument
 from . import bytes_fields
@@ -71,8 +70,8 @@ class APIMessages:
         a handler compiled per API.
 
         Where every input is a singular scalar read as the message holds it (no bytes
-        field cut out by `bytes_fields`, no container, no message, a facet that neither reads
-        nor converts in its own way), the values are the fields the sender set, read
+        field cut out by `bytes_fields`, no container, no message, a facet that
+        `reads_as_held`), the values are the fields the sender set, read
         in one comprehension: a small request's fields had each gone through `_read`,
         `read_field` and `from_proto`, a fifth of the compiled gRPC handler's time.
         """
@@ -143,7 +142,7 @@ class APIMessages:
         if self._model_output and not self._response_split:
             return self._model_encoder()
         if (self._model_output or self._response_split or proto.element_is_message
-                or type(proto).write_field is not ProtoFacet.write_field):
+                or not proto.writes_as_converted):
             return self.response_bytes
         cls, output_value, to_proto = self.response_cls, codec.output_value, proto.to_proto
 
@@ -165,11 +164,12 @@ class APIMessages:
         return encode_verbatim
 
     def _model_encoder(self) -> Callable[[Any], bytes]:
-        """A model output whose fields are singular scalars written as they are (the
-        base facet's `write_field`): the message made in one constructor call from the
-        fields that are not None, as `ModelProto.fill` would set them one by one."""
+        """A model output whose fields are singular scalars written as they are (their
+        facets' `writes_as_converted`): the message made in one constructor call from
+        the fields that are not None, as `ModelProto.fill` would set them one by one."""
         codec = self.api.output.codec
-        if type(codec.proto).fill is not ModelProto.fill or not all(
+        proto = codec.proto
+        if not (isinstance(proto, ModelProto) and proto.fills_field_by_field) or not all(
                 _written_as_is(f.codec) for f in codec.fields):
             return self.response_bytes
         cls, output_value, general = self.response_cls, codec.output_value, self.response_bytes
@@ -236,19 +236,18 @@ class APIMessages:
 
 def _read_as_held(codec: Codec) -> bool:
     """Whether `codec`'s field reads as `getattr(msg, name)` when `msg.HasField(name)`
-    (and as MISSING otherwise): a singular scalar with the base facet's reading."""
+    (and as MISSING otherwise): a singular scalar whose facet `reads_as_held`."""
     facet = codec.proto
     return (not codec.is_container and not facet.element_is_message
-            and type(facet).read_field is ProtoFacet.read_field
-            and type(facet).from_proto is ProtoFacet.from_proto)
+            and facet.reads_as_held)
 
 
 def _written_as_is(codec: Codec) -> bool:
     """Whether `codec`'s field is written as `setattr(msg, name, to_proto(value))` when
-    the value is not None: a singular scalar with the base facet's writing."""
+    the value is not None: a singular scalar whose facet `writes_as_converted`."""
     facet = codec.proto
     return (not codec.is_container and not facet.element_is_message
-            and type(facet).write_field is ProtoFacet.write_field)
+            and facet.writes_as_converted)
 
 
 def _read(codec: Codec, msg: Any, name: str, raw: dict[str, memoryview], scope: Scope
