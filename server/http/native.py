@@ -39,7 +39,6 @@ from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
 from .body import content_coding, read_body
-from .direct import JsonAnswer
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .request_envelope import Answer, HttpEnvelope, HttpRoute
 from .stream_framing import SSE, chunk_writer, framing_for
@@ -56,9 +55,6 @@ def unsupported_media(name: str, exc: UnsupportedBody) -> UnsupportedMediaType:
     """415 naming the field, with the same detail shape as a validation error."""
     return UnsupportedMediaType(f"{name}: {exc}", detail=[
         {"loc": [name], "msg": str(exc), "type": "content_type"}])
-
-
-_JSON_HEADERS = (("Content-Type", "application/json"),)
 
 
 class NativeSteps:
@@ -83,32 +79,21 @@ class NativeSteps:
     def route(self, envelope: HttpEnvelope) -> HttpRoute:
         """The route the envelope serves: these steps, chosen once for the API."""
         api = self.api
-        answer, direct_answer = self._answers()
         route = HttpRoute(
-            api.name, self.plan, self.read, answer,
+            api.name, self.plan, self.read, self.answer,
             stream=self.stream if api.output.stream else None,
             plain_length=None if self._not_plain else self.plain_length,
             decode_json=None if self._not_plain else self.decoder.json_decoder(),
-            direct_answer=direct_answer)
+            json_encode=self._json_encode())
         return envelope.route(route, "POST", api.route)
 
-    def _answers(self) -> tuple[Callable[..., Answer], Callable[..., Answer] | None]:
-        """(answer, its variant past the router): a JSON value that sets nothing on a
-        Context is its encoder's bytes (written whole by `JsonAnswer` past the router);
-        everything else is the output facet's `HttpBody`."""
-        encode = self.output.json_encoder()
-        if encode is None or self.api.context_param is not None or self.api.output.stream:
-            return self.answer, None
-
-        def json_answer(result: Any, request: web.Request, ctx: Context | None,
-                        kept: Any) -> web.StreamResponse:
-            return web.Response(body=encode(result), headers=_JSON_HEADERS)
-
-        def direct_json_answer(result: Any, request: web.Request, ctx: Context | None,
-                               kept: Any) -> web.StreamResponse:
-            return JsonAnswer(encode(result))
-
-        return json_answer, direct_json_answer
+    def _json_encode(self) -> Callable[[Any], bytes] | None:
+        """A result's JSON bytes, when every answer is that (a JSON value, no Context
+        that could set a status or headers): the envelope answers them itself. None:
+        `answer` makes the output facet's `HttpBody`."""
+        if self.api.context_param is not None or self.api.output.stream:
+            return None
+        return self.output.json_encoder()
 
     def answer(self, result: Any, request: web.Request, ctx: Context | None,
                kept: Any) -> Answer:

@@ -34,6 +34,7 @@ from ..errors import Cancelled, ServiceUnavailable, TensorwireError, as_error
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
+from .aiohttp_compat import JsonAnswer
 from .direct import Handler
 from .responses import error_response, from_http_exception
 
@@ -44,6 +45,13 @@ Answer = web.StreamResponse | Awaitable[web.StreamResponse]
 
 #: Status codes as the metrics and access lines label them, made once.
 _LABELS = {code: str(code) for code in range(100, 600)}
+_JSON_HEADERS = (("Content-Type", "application/json"),)
+
+
+def _json_response(body: bytes) -> web.Response:
+    """A plain 200 JSON answer through aiohttp's response machinery (routed requests:
+    middleware and response signals see it)."""
+    return web.Response(body=body, headers=_JSON_HEADERS)
 
 
 @dataclass(eq=False)
@@ -65,9 +73,10 @@ class HttpRoute:
     #: plain JSON object `decode_json` reads straight from its bytes, else -1.
     plain_length: Callable[[web.Request], int] | None = None
     decode_json: Callable[[bytes], dict[str, Any]] | None = None
-    #: `answer` for the requests `tensorwire.http.direct` hands over past the router
-    #: (None: the same `answer`).
-    direct_answer: Callable[[Any, web.Request, Context | None, Any], Answer] | None = None
+    #: The JSON bytes of a result, when every answer of the route is a plain 200 JSON
+    #: body (no Context to set a status or headers, no Accept to honour): the envelope
+    #: then answers them itself (`JsonAnswer` past the router) and `answer` is unused.
+    json_encode: Callable[[Any], bytes] | None = None
     #: How an error is rendered (the error model's JSON body by default).
     error: Callable[[TensorwireError, str | None], web.Response] = error_response
     #: Names what failed in the log (`v2 <model>` for the Open Inference Protocol).
@@ -125,19 +134,24 @@ class HttpEnvelope:
         return route.error(as_error(exc), request_id)
 
     def handler(self, route: HttpRoute, *, direct: bool = False) -> Handler:
-        """The aiohttp handler of `route` (`direct`: the variant that answers with
-        `route.direct_answer`, for requests past the router).
+        """The aiohttp handler of `route` (`direct`: the variant for requests
+        `tensorwire.http.direct` hands over past the router, whose plain JSON answers
+        are `JsonAnswer`s written whole).
 
         One coroutine frame on purpose: each extra layer on this path cost about a
         microsecond a request in bench/http_json.py (bare aiohttp's handler has two).
         """
         admission, runtime, tracing = self.admission, self.runtime, self.tracing
         enter, leave = admission.enter, admission.leave
-        plan, name = route.plan, route.name
-        read, stream = route.read, route.stream
-        answer = (route.direct_answer or route.answer) if direct else route.answer
+        plan, name, series = route.plan, route.name, route.series
+        read, stream, answer = route.read, route.stream, route.answer
+        encode = route.json_encode
+        json_answer: Callable[[bytes], web.StreamResponse] = (
+            JsonAnswer if direct else _json_response)
         plain_length, decode_json = route.plain_length, route.decode_json
         needs_context = plan.needs_context
+        #: whether a request makes its RequestInfo up front (for its Context or span)
+        prelude = needs_context or tracing is not None
         run = plan.run
         scope = plan.scope
         failure = self.failure
@@ -146,22 +160,23 @@ class HttpEnvelope:
             if (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
                     or not runtime.ready):
                 return self._refuse(route, request)
-            start = enter(route.series)
+            received = plain_length(request) if plain_length is not None else -1
+            start = enter(series)
             info: RequestInfo | None = None
             ctx: Context | None = None
-            span = None
-            resp: web.StreamResponse | None = None
-            received = -1
+            span = resp = status = kept = None
+            sent = 0
             try:
-                if needs_context or tracing is not None:
+                if prelude:
                     info = request_info(name, request)
                     if needs_context:
                         ctx = runtime.context(info)
                     if tracing is not None:
                         span = tracing.start(info)
-                if plain_length is not None and (received := plain_length(request)) >= 0:
-                    kwargs, kept = decode_json(await request.read()), None  # type: ignore[misc]
+                if received >= 0:  # a plain JSON object, read straight from its bytes
+                    kwargs = decode_json(await request.read())  # type: ignore[misc]
                 else:
+                    received = request.content_length or 0
                     kwargs, kept = await read(request, scope if ctx is None else ctx)
                 if span is not None:
                     span.decoded()
@@ -172,6 +187,11 @@ class HttpEnvelope:
                 result = value if finished else await value
                 if span is not None:
                     span.encoding()
+                if encode is not None:  # the common answer: JSON bytes, 200
+                    body = encode(result)
+                    status, sent = "200", len(body)
+                    resp = json_answer(body)
+                    return resp
                 made = answer(result, request, ctx, kept)
                 resp = made if isinstance(made, web.StreamResponse) else await made
                 return resp
@@ -189,14 +209,12 @@ class HttpEnvelope:
             finally:
                 if ctx is not None:
                     ctx.close()
-                if received < 0:
-                    received = request.content_length or 0
                 if resp is None:  # cancelled: the client went away
                     status, sent = "499", 0
-                else:
+                elif status is None:  # not the plain answer above: read off the response
                     status = _LABELS.get(resp.status) or str(resp.status)
                     sent = resp.body_length or resp.content_length or 0
-                leave(route.series, start, "http", name, status, received, sent,
+                leave(series, start, "http", name, status, received, sent,
                       info if info is not None else lambda: request_info(name, request))
                 if span is not None:  # after the access line, which reads its trace id
                     span.finish(499 if resp is None else resp.status)
