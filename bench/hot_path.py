@@ -67,11 +67,13 @@ def requests(n: int) -> list[Any]:
     return out
 
 
-async def tensorwire_handler(settings_overrides: dict[str, Any], general: bool = False
-                             ) -> Any:
+async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
+    """The handler `POST /predict` is routed to: the one HTTP envelope's, for the API's
+    request plan."""
     import tensorwire
     from bench.services import Bench
-    from tensorwire.http.endpoint import HttpEndpoint
+    from tensorwire.http.native import NativeSteps
+    from tensorwire.http.request_envelope import HttpEnvelope
     from tensorwire.runtime.service import ServiceRuntime
     from tensorwire.settings import Settings
 
@@ -79,14 +81,9 @@ async def tensorwire_handler(settings_overrides: dict[str, Any], general: bool =
     settings = Settings(**settings_overrides)
     runtime = ServiceRuntime(spec, settings)
     await runtime.start()
-    endpoint = HttpEndpoint(spec.apis["predict"], runtime, settings)
-    return endpoint.handle if general else endpoint.handler
-
-
-async def general_handler(settings_overrides: dict[str, Any]) -> Any:
-    """The general handler every API had before handlers were compiled (the baseline
-    of the compiled one: what it saves)."""
-    return await tensorwire_handler(settings_overrides, general=True)
+    envelope = HttpEnvelope(runtime)
+    return envelope.handler(NativeSteps(spec.apis["predict"], runtime, settings)
+                            .route(envelope))
 
 
 async def bare_handler(_: dict[str, Any]) -> Any:
@@ -122,7 +119,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         variants.update({
             "tensorwire, no metrics": (tensorwire_handler, {"metrics": False}),
             "tensorwire, no time limit": (tensorwire_handler, {"request_timeout": 0}),
-            "tensorwire, general handler": (general_handler, {}),
         })
     handlers = {name: await make(over) for name, (make, over) in variants.items()}
     for handler in handlers.values():  # warm-up: caches, pydantic, first metrics labels

@@ -107,45 +107,55 @@ def missing() -> list[str]:
 
 
 # --------------------------------------------------------------------- the protocol
+def _slot(owner: type, name: str) -> Any:
+    """The member descriptor of `owner`'s slot `name`: an alias of it reads and writes
+    the same storage at C speed (`ProtocolBase`). A release that drops the slot fails
+    here, at import, naming it."""
+    for cls in owner.__mro__:
+        if name in cls.__dict__:
+            return cls.__dict__[name]
+    raise ImportError(f"aiohttp {owner.__name__} has no slot {name!r}: "
+                      "tensorwire.http.aiohttp_compat needs updating")
+
+
 class ProtocolBase(web.RequestHandler):
-    """aiohttp's protocol, its private state read and written only here."""
+    """aiohttp's protocol, its private state read and written only here.
+
+    The attributes below are aliases of aiohttp's own slots (their member descriptors),
+    not properties: reading `self.pending` costs what reading `self._messages` does,
+    on a path every request's bytes take.
+    """
 
     __slots__ = ()
 
+    #: The protocol's event loop.
+    loop: asyncio.AbstractEventLoop = _slot(web.RequestHandler, "_loop")
+    #: The (head, body stream) of requests parsed and not yet handled.
+    pending: Any = _slot(web.RequestHandler, "_messages")
+    #: Requests this connection has served.
+    served: int = _slot(web.RequestHandler, "_request_count")
+    #: When aiohttp closes this idle keep-alive connection (set as a request ends: the
+    #: earliest is the longest idle).
+    idle_deadline: float = _slot(web.RequestHandler, "_next_keepalive_close_time")
+    #: Pending while the connection waits for its next request.
+    _next_request: Any = _slot(web.RequestHandler, "_waiter")
+    #: What each request is handed to (the app's handler, or `DirectRoutes`).
+    _dispatch: Any = _slot(web.RequestHandler, "_request_handler")
+
     def set_dispatch(self, dispatch: Callable[[web.BaseRequest], Any]) -> None:
         """Route every request through `dispatch` (which falls back to the app)."""
-        self._request_handler = dispatch
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    @property
-    def pending(self) -> Any:
-        """The (head, body stream) of requests parsed and not yet handled."""
-        return self._messages
+        self._dispatch = dispatch
 
     def waiting(self) -> bool:
         """Whether the connection is idle, waiting for a request (none being handled);
         aiohttp's own keep-alive check reads the waiter the same way."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done() and not self._messages
-
-    @property
-    def served(self) -> int:
-        """Requests this connection has served."""
-        return self._request_count
-
-    @property
-    def idle_deadline(self) -> float:
-        """When aiohttp closes this idle keep-alive connection (set as a request ends:
-        the earliest is the longest idle)."""
-        return self._next_keepalive_close_time
+        waiter = self._next_request
+        return waiter is not None and not waiter.done() and not self.pending
 
     def refuse_last(self, status: int, exc: BaseException, message: str) -> None:
         """Answer the request parsed last through `handle_error` with `status`, its
         body never read (as a request the parser refused)."""
-        self._messages[-1] = (_ErrInfo(status, exc, message), EMPTY_PAYLOAD)
+        self.pending[-1] = (_ErrInfo(status, exc, message), EMPTY_PAYLOAD)
 
 
 def runner_server(runner: web.BaseRunner) -> web.Server | None:
