@@ -16,8 +16,10 @@ import statistics
 import typing as t
 from dataclasses import dataclass, field
 
+import pytest
+
 import tensorwire
-from tensorwire.runtime.batching import SILENCE_GAPS, Batcher
+from tensorwire.runtime.batching import SILENCE_GAPS, Arrivals, Batcher
 from tests.unit.runtime.virtual_time import run_virtual
 
 FIXED, PER_ITEM = 0.0005, 0.00001  # the model: 0.5 ms a call + 0.01 ms an item
@@ -62,7 +64,8 @@ def dispatcher(api: str = "wide") -> Run:
         return [2 * x for x in values["xs"]]
 
     batcher = Batcher(tensorwire.get_service_spec(Stream).apis[api], model, identity,
-                      observe=lambda n, waits: run.waits.append(waits), clock=loop.time)
+                      observe=lambda n, waits, phases: run.waits.append(waits),
+                      clock=loop.time)
     run = Run(batcher)
     return run
 
@@ -167,3 +170,20 @@ def test_the_hold_ends_when_the_stream_stops():
     # its oldest request's budget runs out
     assert run.starts[-1] - last_arrival <= (SILENCE_GAPS + 1) * 0.00025
     assert max(run.waits[-1]) < BUDGET
+
+
+def test_the_arrival_gap_forgets_an_idle_hour_within_a_few_requests():
+    arrivals = Arrivals(ceiling=2 * BUDGET)
+    assert arrivals.expected_gap() is None  # one request says nothing about the next
+    now = 0.0
+    for _ in range(50):
+        arrivals.arrived(now)
+        now += 0.0001
+    assert arrivals.expected_gap() == pytest.approx(0.0001)
+    now += 3600.0  # an idle hour
+    arrivals.arrived(now)
+    assert arrivals.expected_gap() == 2 * BUDGET  # the latest gap, clipped: no company
+    for _ in range(20):
+        now += 0.0001
+        arrivals.arrived(now)
+    assert arrivals.expected_gap() < 0.002  # busy again after 20 requests, not 200
