@@ -468,7 +468,8 @@ def run_line(index: int, runs: int, summary: dict[str, dict[int, dict[str, Any]]
                          f"{b['mean_batch']:5.1f}  batched {b['rps']:8.1f} rps "
                          f"{failed_calls(b)} failed  unbatched {u['rps']:8.1f} rps "
                          f"{failed_calls(u)} failed  batched/unbatched "
-                         f"{s['batched_vs_unbatched_rps']:.2f}x")
+                         f"{s['batched_vs_unbatched_rps']:.2f}x  server CPU/req "
+                         f"{b['server_us_per_req']:.0f} vs {u['server_us_per_req']:.0f} us")
     return "\n".join(lines)
 
 
@@ -540,7 +541,10 @@ def run_once(args: argparse.Namespace, pin: Pinning, bento_python: Path | None,
             p.start()
         for s in servers.values():
             if "http" in s:
-                http_ready(s["http"] + "/readyz", s["proc"], timeout=300)
+                try:
+                    http_ready(s["http"] + "/readyz", s["proc"], timeout=300)
+                except Exception as exc:  # say why: the server's own last words
+                    raise RuntimeError(f"{exc}\n{s['proc'].logs()[-3000:]}") from None
         for name in ("tw-batched", "tw-unbatched"):
             method, payload = tw_hex[name].split(" ")
             grpc_answers(servers[name]["grpc"], method, bytes.fromhex(payload),

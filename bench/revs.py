@@ -35,7 +35,8 @@ from bench.http_json import (
 
 #: pyproject.toml [tool.setuptools.package-dir]: package -> folder in the repository.
 PACKAGE_DIRS = {"tensorwire": "server", "tensorwire/codecs": "codecs",
-                "tensorwire/v1": "proto/tensorwire/v1"}
+                "tensorwire/client": "client", "tensorwire/v1": "proto/tensorwire/v1",
+                "tensorwire/inference": "proto/inference"}
 
 
 def export(rev: str) -> Path:
@@ -43,8 +44,9 @@ def export(rev: str) -> Path:
     root = Path(tempfile.mkdtemp(prefix=f"tensorwire-rev-{rev.replace('/', '_')}-"))
     src = root / "src"
     src.mkdir()
-    archive = subprocess.run(["git", "archive", rev, "server", "codecs", "proto"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(["git", "archive", rev, *sorted(set(
+        folder.split("/")[0] for folder in PACKAGE_DIRS.values()))], cwd=ROOT,
+        capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     pkg = root / "pkg"
     for package, folder in PACKAGE_DIRS.items():
