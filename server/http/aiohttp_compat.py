@@ -24,13 +24,14 @@ release removed. pyproject.toml pins aiohttp to the versions this is tested on
 from __future__ import annotations
 
 import asyncio
+import inspect
 import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import hdrs, web
+from aiohttp import hdrs, web, web_protocol, web_runner
 from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
 from aiohttp.streams import EMPTY_PAYLOAD
@@ -78,32 +79,30 @@ RELIANCES: tuple[Reliance, ...] = (
 )
 
 
-async def _instances() -> dict[str, Any]:
-    """One live object of each owner, as aiohttp makes them (attributes set in
-    `__init__` exist only on instances)."""
-    from aiohttp import web_protocol
-    from aiohttp.test_utils import make_mocked_request
+#: The classes (and the module) the reliances name.
+_OWNERS: dict[str, Any] = {
+    "RequestHandler": web.RequestHandler, "BaseRequest": web.BaseRequest,
+    "StreamResponse": web.StreamResponse, "BaseRunner": web_runner.BaseRunner,
+    "BaseSite": web_runner.BaseSite, "TCPSite": web.TCPSite, "web_protocol": web_protocol}
 
-    async def handler(request: web.BaseRequest) -> web.StreamResponse:
-        return web.Response()
 
-    runner = web.AppRunner(web.Application())
-    await runner.setup()
+def _has(owner: Any, name: str) -> bool:
+    """Whether `owner` has `name`: a module attribute, a class attribute or slot, or an
+    attribute its `__init__` sets (a request's parsed head is one)."""
+    if not isinstance(owner, type):
+        return hasattr(owner, name)
+    if any(name in cls.__dict__ for cls in owner.__mro__):
+        return True
     try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        protocol = web.RequestHandler(web.Server(handler), loop=asyncio.get_running_loop())
-        return {"RequestHandler": protocol, "BaseRequest": make_mocked_request("GET", "/"),
-                "StreamResponse": web.StreamResponse(), "BaseRunner": runner,
-                "BaseSite": site, "TCPSite": site, "web_protocol": web_protocol}
-    finally:
-        await runner.cleanup()
+        return f"self.{name} = " in inspect.getsource(owner.__init__)
+    except (OSError, TypeError):  # no source to read: say it is missing, loudly
+        return False
 
 
 def missing() -> list[str]:
     """The reliances the installed aiohttp no longer meets, each named with its use."""
-    instances = asyncio.run(_instances())
     return [f"aiohttp {r.owner}.{r.name} ({r.why})" for r in RELIANCES
-            if not hasattr(instances[r.owner], r.name)]
+            if not _has(_OWNERS[r.owner], r.name)]
 
 
 # --------------------------------------------------------------------- the protocol
