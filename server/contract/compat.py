@@ -9,6 +9,7 @@ from the `schema.json` published next to its `.proto`, and compared with the cur
 one. Breaking, for a client written against the old document:
 
 - a removed route (or one moved to another path): 404;
+- an input that became a stream, or stopped being one (a POST against a WebSocket);
 - a new required input, or an input that lost its default: 400 when not sent;
 - a removed input (400: unknown field) or a removed output field;
 - a changed type (an input must accept every type it did, an output may only return
@@ -83,7 +84,11 @@ def json_breaking(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Findin
 
 def _route(api: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
     oi, ni = old.get("input", {}), new.get("input", {})
-    if bool(oi.get("root_input")) != bool(ni.get("root_input")):
+    if bool(oi.get("is_stream")) != bool(ni.get("is_stream")):
+        was, now = ("a stream (WebSocket)", "one value (POST)") if oi.get("is_stream") \
+            else ("one value (POST)", "a stream (WebSocket)")
+        yield Finding(api, "input", f"changed from {was} to {now}", TYPE_CHANGED)
+    elif bool(oi.get("root_input")) != bool(ni.get("root_input")):
         was = "a root input (the body is the value)" if oi.get("root_input") else \
             "keyword inputs (a JSON object)"
         yield Finding(api, "input", f"changed from {was} to another form", TYPE_CHANGED)

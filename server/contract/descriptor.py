@@ -35,6 +35,9 @@ class FieldSpec:
     number: int | None = None
     #: The parameter's kind: "keyword" or "positional" (root input), or "spec".
     kind: str = "keyword"
+    #: The parameter takes a stream (`AsyncIterator[T]` / `Iterator[T]`): `annotation`
+    #: and `codec` are one element's, each validated as a unary input of that type.
+    stream: bool = False
 
     @property
     def required(self) -> bool:
@@ -104,6 +107,13 @@ class APISpec:
     def has_files(self) -> bool:
         """Any file/image field: HTTP then takes multipart/form-data."""
         return any(f.codec.http.is_file for f in self.fields)
+
+    @functools.cached_property
+    def stream_input(self) -> FieldSpec | None:
+        """The input that takes a stream of elements (the API's only one), if any:
+        client-streaming (or, with a generator output, bidirectional) on gRPC, a
+        WebSocket on HTTP."""
+        return next((f for f in self.fields if f.stream), None)
 
     @functools.cached_property
     def field_by_name(self) -> dict[str, FieldSpec]:

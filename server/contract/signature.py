@@ -38,6 +38,10 @@ _STREAM_ORIGINS = (
     cabc.Generator, cabc.AsyncGenerator, cabc.Iterator, cabc.AsyncIterator,
     cabc.Iterable, cabc.AsyncIterable,
 )
+#: A parameter annotated with one of these takes a stream of its argument's type:
+#: origin -> whether the method iterates it with `async for`.
+_INPUT_STREAMS = {cabc.AsyncIterator: True, cabc.AsyncIterable: True,
+                  cabc.Iterator: False, cabc.Iterable: False}
 
 #: pydantic config of every generated input model: unknown fields are errors (a typo
 #: must not silently fall back to a default), bytes travel as base64 in JSON, and NaN
@@ -160,11 +164,14 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
     else:
         input_shape = "root" if positional else "keywords"
         for p in positional or keywords:
-            annotation = hints[p.name]
+            annotation, streamed = _stream_element(hints[p.name])
             info = _field_info(p, fail)
             kind = "positional" if p.kind is inspect.Parameter.POSITIONAL_ONLY else "keyword"
             fields.append(_field_spec(p.name, annotation, info, kind, fail))
+            fields[-1].stream = streamed
         input_model = _input_model(camel(name) + "Input", fields, fail)
+    is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+    _check_streamed_input(fields, hints, is_async, config.batchable, fail)
     _check_defaults(camel(name) + "Defaults", fields, fail)
 
     root_adapter = None
@@ -177,7 +184,6 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
 
     output = _output_spec(hints.get("return", typing.Any), config.output_spec, fail)
 
-    is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
     is_generator = inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func)
     if output.stream and not is_generator:
         fail("a Generator/AsyncGenerator return annotation needs a generator method (yield)")
@@ -204,6 +210,44 @@ def read_api(cls: type, func: Any, config: APIConfig) -> APISpec:
         max_latency_ms=config.max_latency_ms,
         root_adapter=root_adapter,
     )
+
+
+def _stream_element(annotation: Any) -> tuple[Any, bool]:
+    """(the element's annotation, True) for a streamed input (`AsyncIterator[T]`,
+    `Iterator[T]`; constraints written on the iterator apply to each element), else
+    (the annotation, False)."""
+    base, metadata = split_annotated(annotation)
+    if (get_origin(base) or base) not in _INPUT_STREAMS:
+        return annotation, False
+    args = get_args(base)
+    element = args[0] if args else typing.Any
+    return (typing.Annotated[(element, *metadata)] if metadata else element), True
+
+
+def _check_streamed_input(fields: list[FieldSpec], hints: dict[str, Any], is_async: bool,
+                          batchable: bool, fail: Any) -> None:
+    """A streamed input is the API's only input (a Context may sit beside it), has no
+    default, is iterated as the method runs (`async for` in an `async def`, `for` in a
+    `def`) and is never batched: a call is one stream, not one value to merge."""
+    streamed = next((f for f in fields if f.stream), None)
+    if streamed is None:
+        return
+    other = next((f for f in fields if f is not streamed), None)
+    if other is not None:
+        fail(f"a streamed input ({streamed.name!r}) must be the API's only input (a "
+             f"Context may sit beside it); found {other.name!r} too", other.name)
+    if not streamed.required:
+        fail("a streamed input takes no default (a call always sends a stream, perhaps "
+             "an empty one)", streamed.name)
+    origin = get_origin(split_annotated(hints[streamed.name])[0])
+    if _INPUT_STREAMS[origin] != is_async:
+        wanted = "AsyncIterator[T]" if is_async else "Iterator[T]"
+        kind = "an async def" if is_async else "a def"
+        fail(f"{kind} method iterates its stream with {'async for' if is_async else 'for'}:"
+             f" annotate it {wanted}", streamed.name)
+    if batchable:
+        fail("a streamed input cannot be batchable (each call is one stream)",
+             streamed.name)
 
 
 def _check_batchable(fields: list[FieldSpec], output: OutputSpec, context_param: str | None,

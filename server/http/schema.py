@@ -15,6 +15,7 @@ from pydantic.json_schema import JsonSchemaMode
 from ..codecs.http_facet import HttpFacet
 from ..codecs.jsonschema import bentoml_forms, inline_refs
 from ..contract.descriptor import APISpec, ServiceSpec
+from ..wire import websocket
 
 _REF = "#/components/schemas/{model}"
 
@@ -75,6 +76,8 @@ def schema_json(spec: ServiceSpec) -> dict[str, Any]:
             props = inp.get("properties", {})
             for name in props:
                 props[name] = _as_file_part(props[name])
+        if api.stream_input is not None:  # each element is one value of this schema
+            inp["is_stream"] = True
         # Validation mode, as BentoML publishes it: a file output is `type: file` (its
         # client then saves the response as a file) where serialisation says "string".
         out = bentoml_forms(inline_refs(output_schema(api, mode="validation")))
@@ -170,6 +173,59 @@ def _binary(http: HttpFacet) -> dict[str, Any]:
     return {m: {"schema": {"type": "string", "format": "binary"}} for m in http.binary_media}
 
 
+def _element_schema(api: APISpec, schemas: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema of one element of the API's streamed input."""
+    if api.is_root:
+        return openapi_files(_lift_defs(root_schema(api, _REF), schemas))
+    schema = openapi_files(_lift_defs(input_schema(api, _REF), schemas))
+    assert api.stream_input is not None
+    return schema.get("properties", {}).get(api.stream_input.name, {})
+
+
+def _websocket_operation(api: APISpec, op: dict[str, Any], out: dict[str, Any],
+                         schemas: dict[str, Any]) -> dict[str, Any]:
+    """A streamed-input API's route: a WebSocket (OpenAPI has no word for one, so the
+    upgrade is a GET and the messages are described by the `x-websocket` extension)."""
+    field = api.stream_input
+    assert field is not None
+    http = field.codec.http
+    output = api.output.codec.http
+    text_media = http.body_media if http.body_media.startswith("text/") else "application/json"
+    op["parameters"] = [
+        {"name": "Upgrade", "in": "header", "required": True,
+         "schema": {"type": "string", "enum": ["websocket"]}},
+        {"name": "Sec-WebSocket-Protocol", "in": "header", "required": False,
+         "description": f"offer `{websocket.SUBPROTOCOL}`; browsers, which cannot set "
+                        "Authorization, may add `bearer.<token>`",
+         "schema": {"type": "string"}},
+    ]
+    op["responses"] = {
+        "101": {"description": "Switching Protocols: the WebSocket is open"},
+        "426": _error_response("Not a WebSocket upgrade"),
+    }
+    op["x-websocket"] = {
+        "subprotocol": websocket.SUBPROTOCOL,
+        "receives": {
+            "description": f"one message per element of `{field.name}`: a text message "
+                           f"({text_media})" + (
+                               f", or a binary one ({', '.join(http.binary_media)})"
+                               if http.binary_media else ", or a binary one (its bytes)"),
+            "schema": _element_schema(api, schemas),
+        },
+        "sends": {
+            "description": ("one message per chunk the method yields" if api.output.stream
+                            else "one message: the result") +
+                           "; JSON and text as text messages, binary values as binary ones"
+                           + (f" ({', '.join(output.binary_media)} when the upgrade's "
+                              "Accept asks)" if output.binary_media else ""),
+            "stream": api.output.stream,
+            "schema": out,
+        },
+        "close_codes": {str(code): text for code, text in websocket.DESCRIPTIONS.items()},
+    }
+    return op
+
+
 def _error_response(description: str) -> dict[str, Any]:
     return {"description": description,
             "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}}}
@@ -215,6 +271,9 @@ def openapi(spec: ServiceSpec, version: str = "0.1.0", *, auth: bool = False,
         }
         if api.doc:
             op["description"] = api.doc
+        if api.stream_input is not None:
+            paths[api.route] = {"get": _websocket_operation(api, op, out, schemas)}
+            continue
         if api.fields:
             op["requestBody"] = _request_body(api, schemas)
         paths[api.route] = {"post": op}

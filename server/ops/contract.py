@@ -296,8 +296,13 @@ def _merge(renumbered: dict[Subject, Finding], annotations: Iterable[bufcli.Anno
             api, where = names.enum_value(subject[1], name)
         else:
             api, where = names.apis.get(subject[1], snake(subject[1])), f"rpc {subject[1]}"
-            text = (f"deleted from service {subject[2]}: gRPC clients calling it get "
-                    "UNIMPLEMENTED")
+            if "RPC_NO_DELETE" in rules:
+                text = (f"deleted from service {subject[2]}: gRPC clients calling it get "
+                        "UNIMPLEMENTED")
+            else:  # a unary rpc made streaming or the other way (RPC_SAME_*_STREAMING)
+                text = (_RPC.sub("", text).strip().rstrip(".") + ": a client generated "
+                        "from the published .proto calls it as it was, and every call "
+                        "fails")
         rest.append(Finding(api, where, text, ", ".join(rules), "grpc"))
     return [*found.values(), *rest]
 

@@ -14,6 +14,9 @@ Wire-contract rules (stable, documented in the README):
   with a default (the default applies) and as empty for a required one;
 - Python Enums and `Literal[str, ...]` become enums numbered from 1 (0 = unspecified);
 - the rpc of a root-input API carries `option (tensorwire.v1.root_input) = true;`;
+- a streamed input (`AsyncIterator[T]`) makes the rpc client-streaming (`stream
+  <Api>Request`, one element a message, in the field named after the parameter), and
+  bidirectional when the output is a generator too;
 - generated against a published file (a `ProtoLock`, see `lock`), fields and enum values
   keep their published numbers, new ones get numbers above any used before, and removed
   ones become `reserved`.
@@ -165,6 +168,7 @@ class _FileBuilder:
             self._comments[(_SERVICE, 0)] = spec.doc.strip()
         for i, (api, req, resp) in enumerate(methods):
             method = svc.method.add(name=camel(api.name), input_type=req, output_type=resp,
+                                    client_streaming=api.stream_input is not None,
                                     server_streaming=api.output.stream)
             if api.is_root:  # what the request message alone cannot tell a client
                 method.options.MergeFromString(tw_types.root_input_options())

@@ -27,7 +27,7 @@ def define(method: t.Callable[..., t.Any], **api_kwargs: t.Any) -> type:
 
 
 def _method(code: str) -> t.Callable[..., t.Any]:
-    ns: dict[str, t.Any] = {"t": t, "Params": Params, "tensorwire": tensorwire,
+    ns: dict[str, t.Any] = {"t": t, "Params": Params, "tensorwire": tensorwire, "Ge": Ge,
                             "Shape": Shape, "Opaque": Opaque, "dt": dt, "Timezone": Timezone}
     exec(code, ns)  # signatures with / and ** cannot be written as lambdas
     return ns["method"]
@@ -52,6 +52,12 @@ CASES = [
      "AwareDatetime"),
     ("def method(self, x: t.Annotated[dt.datetime, Timezone('UTC')] | None = None) -> int: ...",
      "x", "not supported"),
+    # a streamed input: the only input, no default, iterated as the method runs
+    ("def method(self, x: t.Iterator[int], y: int) -> int: ...", "y", "only input"),
+    ("def method(self, x: t.Iterator[int] = iter(())) -> int: ...", "x", "no default"),
+    ("async def method(self, x: t.Iterator[int]) -> int: ...", "x", "AsyncIterator[T]"),
+    ("def method(self, x: t.AsyncIterator[int]) -> int: ...", "x", "annotate it Iterator[T]"),
+    ("def method(self, x: t.Iterator[Opaque]) -> int: ...", "x", "unsupported type Opaque"),
 ]
 
 
@@ -63,6 +69,32 @@ def test_rule_raises_naming_class_method_and_parameter(code: str, param: str, fr
     assert "Svc.method()" in msg
     assert repr(param) in msg
     assert fragment in msg
+
+
+def test_a_streamed_input_cannot_be_batchable():
+    with pytest.raises(TypeError, match=r"Svc\.method\(\), parameter 'x'.*batchable"):
+        define(_method("def method(self, x: t.Iterator[list[int]]) -> list[int]: ..."),
+               batchable=True)
+
+
+def test_a_streamed_input_is_its_elements_field():
+    """The field is one element's (codec, constraints, input model), marked `stream`;
+    the Context beside it stays out of the contract."""
+    svc = define(_method(
+        "async def method(self, x: t.AsyncIterator[t.Annotated[int, Ge(1)]], "
+        "ctx: tensorwire.Context) -> int: ..."))
+    api = tensorwire.get_service_spec(svc).apis["method"]
+    (field,) = api.fields
+    assert api.stream_input is field and field.stream and field.required
+    assert api.input_model.model_validate({"x": 3}).x == 3
+    with pytest.raises(Exception, match="greater than or equal to 1"):
+        api.input_model.model_validate({"x": 0})
+    root = define(_method("def method(self, x: t.Iterator[str], /) -> str: ..."))
+    spec = tensorwire.get_service_spec(root).apis["method"]
+    assert spec.is_root and spec.stream_input.name == "x"
+    assert spec.root_adapter.validate_python("a") == "a"
+    plain = define(_method("def method(self, x: list[int]) -> int: ..."))
+    assert tensorwire.get_service_spec(plain).apis["method"].stream_input is None
 
 
 def test_input_spec_needs_kwargs_and_nothing_else():

@@ -7,6 +7,7 @@ from examples.llm_stream import LanguageModel
 from examples.models import ReviewAnalyzer
 from tensorwire import get_service_spec
 from tensorwire.http.schema import openapi, schema_json
+from tests.support.stream_services import Streams
 
 
 def test_openapi_carries_descriptions_examples_defaults_and_constraints():
@@ -51,6 +52,43 @@ def test_streams_are_event_streams():
     doc = openapi(get_service_spec(LanguageModel))
     assert list(doc["paths"]["/generate"]["post"]["responses"]["200"]["content"]) == [
         "text/event-stream"]
+
+
+def test_streamed_inputs_are_marked_in_schema_json():
+    """The input's schema is one element's, flagged `is_stream` (a client opens a
+    WebSocket instead of POSTing it); other routes carry no flag."""
+    routes = {r["name"]: r for r in schema_json(get_service_spec(Streams))["routes"]}
+    running = routes["running"]["input"]
+    assert running["is_stream"] is True
+    assert running["properties"]["frames"]["dtype"] == "float32"
+    assert routes["upper"]["input"] == {"type": "string", "root_input": True,
+                                        "root_field": "words", "is_stream": True}
+    assert routes["running"]["output"]["is_stream"] is True
+    assert "is_stream" not in routes["total"]["output"]
+    plain = schema_json(get_service_spec(ReviewAnalyzer))["routes"]
+    assert not any("is_stream" in r["input"] for r in plain)
+
+
+def test_openapi_documents_websocket_routes_as_an_extension():
+    doc = openapi(get_service_spec(Streams))
+    op = doc["paths"]["/scaled"]["get"]
+    assert "post" not in doc["paths"]["/scaled"]
+    assert list(op["responses"]) == ["101", "426"]
+    ws = op["x-websocket"]
+    assert ws["subprotocol"] == "tensorwire"
+    assert ws["receives"]["schema"] == {"$ref": "#/components/schemas/Reading"}
+    assert "(application/json)" in ws["receives"]["description"]
+    assert ws["sends"]["stream"] is True
+    assert ws["sends"]["schema"] == {"$ref": "#/components/schemas/Reading"}
+    assert {"1000", "1007", "1008", "1009", "1011"} <= set(ws["close_codes"])
+    running = doc["paths"]["/running"]["get"]["x-websocket"]
+    assert running["receives"]["schema"]["dtype"] == "float32"
+    assert "application/x-npy" in running["receives"]["description"]
+    assert "application/x-npy" in running["sends"]["description"]
+    words = doc["paths"]["/upper"]["get"]["x-websocket"]
+    assert words["receives"]["schema"]["type"] == "string"
+    assert "(text/plain)" in words["receives"]["description"]
+    assert doc["paths"]["/total"]["get"]["x-websocket"]["sends"]["stream"] is False
 
 
 def test_schema_json_is_in_bentoml_client_form():

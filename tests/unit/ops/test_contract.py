@@ -168,6 +168,39 @@ def test_a_removed_rpc_is_caught_on_both_wires(tree: Path):
     assert about(report.json) == [("ping", "POST /ping", ROUTE_REMOVED)]
 
 
+def with_ping_streaming_in() -> ServiceSpec:
+    @tensorwire.service(name="lockdemo")
+    class LockDemo:
+        @tensorwire.api
+        def echo(self, x: t.Annotated[int, Le(10)], note: str = "") -> str:
+            return note
+
+        @tensorwire.api
+        def ping(self, text: t.Iterator[str]) -> str:
+            return "".join(text)
+
+    return tensorwire.get_service_spec(LockDemo)
+
+
+def test_a_unary_rpc_made_streaming_is_caught_on_both_wires(tree: Path):
+    """Same messages, same fields: only the rpc's cardinality changed, and a client of
+    the published contract (unary call, POST) fails every call."""
+    report = check(with_ping_streaming_in(), tree, locked=True)
+    assert about(report.grpc) == [("ping", "rpc Ping", "RPC_SAME_CLIENT_STREAMING")]
+    assert "client unary to client streaming" in report.grpc[0].message
+    assert "every call fails" in report.grpc[0].message
+    assert about(report.json) == [("ping", "input", TYPE_CHANGED)]
+    assert "one value (POST) to a stream (WebSocket)" in report.json[0].message
+
+
+def test_a_streamed_input_made_unary_is_caught_too(tmp_path: Path):
+    streaming = with_ping_streaming_in()
+    contract.publish(streaming, ServiceProto(streaming), tmp_path)
+    report = check(published_v1(), tmp_path, locked=True)
+    assert about(report.grpc) == [("ping", "rpc Ping", "RPC_SAME_CLIENT_STREAMING")]
+    assert about(report.json) == [("ping", "input", TYPE_CHANGED)]
+
+
 def test_a_new_required_input_and_a_narrowed_le_are_caught(tree: Path):
     report = check(with_required_input_and_narrowed_le(), tree, locked=True)
     assert report.grpc == []

@@ -167,6 +167,25 @@ def test_unknown_enum_number_is_an_invalid_argument_at_its_field():
     assert info.value.detail[0]["loc"] == ["value", "color"]
 
 
+def test_streamed_inputs_are_client_streaming_or_bidirectional_rpcs():
+    """One element a request message, in the parameter's field; the output decides
+    whether the rpc streams back too."""
+    from tests.support.stream_services import Streams
+
+    proto = ServiceProto(tensorwire.get_service_spec(Streams))
+    methods = {m.name: m for m in proto.file_proto.service[0].method}
+    assert (methods["Running"].client_streaming, methods["Running"].server_streaming) \
+        == (True, True)
+    assert (methods["Total"].client_streaming, methods["Total"].server_streaming) \
+        == (True, False)
+    text = proto.proto_text()
+    assert "rpc Total(stream TotalRequest) returns (TotalResponse);" in text
+    assert "rpc Running(stream RunningRequest) returns (stream RunningResponse);" in text
+    request = proto.messages["total"].request_cls
+    assert [f.name for f in request.DESCRIPTOR.fields] == ["frames"]
+    assert request.DESCRIPTOR.fields[0].message_type.full_name == "tensorwire.v1.Tensor"
+
+
 def test_proto_text_is_deterministic_and_matches_the_golden_file():
     spec = tensorwire.get_service_spec(ReviewAnalyzer)
     text = ServiceProto(spec).proto_text()
