@@ -51,6 +51,14 @@ class Settings:
     max_parts: int = _opt(64, "most parts in one multipart request (413)")
     max_part_size: int = _opt(0, "largest multipart part, bytes (0: only "
                               "max_request_size applies)", size=True)
+    max_stream_elements: int = _opt(1_000_000, "most elements one streamed input "
+                                    "(AsyncIterator parameter) takes per call; beyond it "
+                                    "413 / RESOURCE_EXHAUSTED / WebSocket close 1009 (0: "
+                                    "no limit)")
+    stream_idle_timeout: float = _opt(300.0, "seconds a streamed input waits for the "
+                                      "client's next element (gRPC message, WebSocket "
+                                      "message) before the call ends with 504 / "
+                                      "DEADLINE_EXCEEDED / close 1011 (0: none)")
     max_concurrency: int = _opt(0, "most requests in flight per worker; beyond it 503 + "
                                 "Retry-After / RESOURCE_EXHAUSTED (0: no limit)")
     retry_after: int = _opt(1, "seconds sent in Retry-After when over max_concurrency")
@@ -149,7 +157,8 @@ class Settings:
                      "max_parts"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1")
-        for name in ("max_part_size", "max_concurrency", "retry_after", "request_timeout",
+        for name in ("max_part_size", "max_stream_elements", "stream_idle_timeout",
+                     "max_concurrency", "retry_after", "request_timeout",
                      "graceful_timeout", "batch_queue_items", "header_timeout",
                      "http_body_timeout", "http_keepalive_timeout", "max_connections",
                      "grpc_max_connection_idle", "grpc_max_concurrent_streams",

@@ -39,7 +39,8 @@ from .deadlines import Expired, Unwatched, Watch
 class Stream:
     """The chunks of one call of a generator API, its time-limit marks and its cleanup."""
 
-    __slots__ = ("_closed", "_ctx", "_gen", "_timed_out", "_watch", "chunks", "mark")
+    __slots__ = ("_closed", "_ctx", "_gen", "_timed_out", "_watch", "chunks", "inputs",
+                 "mark")
 
     def __init__(self, chunks: AsyncIterator[Any], gen: Any, watch: Watch | None,
                  timed_out: Callable[[], Exception], ctx: Context | None) -> None:
@@ -52,6 +53,8 @@ class Stream:
         self._timed_out = timed_out
         self._ctx = ctx
         self._closed = False
+        #: A streamed input the method iterates (`input_stream`), closed with the stream.
+        self.inputs: Any = None
 
     def check(self) -> None:
         """Inside `except CancelledError`: raise the stream's DeadlineExceeded if its
@@ -73,6 +76,8 @@ class Stream:
             self._watch.close()
         if self._ctx is not None:
             self._ctx.cancel()
+        if self.inputs is not None:  # wakes a `def` generator waiting for an element
+            self.inputs.close()
         with contextlib.suppress(Exception):
             if self.chunks is not self._gen:  # a driver: it closes what it drives
                 await self.chunks.aclose()  # type: ignore[attr-defined]

@@ -20,7 +20,13 @@ from the descriptor, once:
   copied to the host in one transfer and the model's tracing span around it. Past its
   limit the awaitable raises `Expired`, which is a `DeadlineExceeded` (504 /
   DEADLINE_EXCEEDED) naming the limit;
-- `open(kwargs, ctx)`: a generator API's `Stream` (its per-chunk time limit included).
+- `open(kwargs, ctx)`: a generator API's `Stream` (its per-chunk time limit included);
+- `feed(raw, decode, scope)`: for an API whose input is a stream (`AsyncIterator[T]`),
+  the arguments of a call whose elements the transport hands over one raw message at a
+  time (`input_stream.Elements`: validated per element by `decode`, pulled only when
+  the method asks, bounded in count and idle time). `run` then limits the method's own
+  time, not the time it waits for the client (`Deadlines.watch`), and the stream is
+  closed when the call ends, waking a `def` method blocked on its next element.
 
     finished, value = plan.run(kwargs, ctx, remaining)
     result = value if finished else await value
@@ -34,12 +40,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contract.descriptor import APISpec
 from .chunk_stream import Stream
 from .eager import resumed
+from .input_stream import ElementDecoder, Elements, SyncElements
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -76,7 +83,8 @@ class CallScope:
 class RequestPlan:
     """The steps of one API's requests (see the module docstring)."""
 
-    __slots__ = ("_runtime", "api", "name", "needs_context", "run", "scope", "stream")
+    __slots__ = ("_runtime", "api", "name", "needs_context", "run", "scope", "stream",
+                 "streams_in")
 
     def __init__(self, api: APISpec, runtime: ServiceRuntime) -> None:
         self.api = api
@@ -87,11 +95,32 @@ class RequestPlan:
         self.needs_context = api.context_param is not None or api.has_files
         #: What a request decodes in when it has no Context.
         self.scope = CallScope(runtime.settings.extra)
-        self.run: Run = self._unary_run() if not self.stream else _no_run
+        #: Whether the API's input is a stream of elements (`feed`).
+        self.streams_in = api.stream_input is not None
+        self.run: Run = (_no_run if self.stream else
+                         self._streamed_run() if self.streams_in else self._unary_run())
 
     def open(self, kwargs: dict[str, Any], ctx: Context | None) -> Stream:
-        """Start a generator API's call (`ServiceRuntime.open_stream`)."""
-        return self._runtime.open_stream(self.api, kwargs, ctx)
+        """Start a generator API's call (`ServiceRuntime.open_stream`); a streamed
+        input waits for the client under the stream's watch, and closes with it."""
+        stream = self._runtime.open_stream(self.api, kwargs, ctx)
+        if self.streams_in:
+            inputs = kwargs[self.api.stream_input.name]  # type: ignore[union-attr]
+            inputs.mark = stream.mark
+            stream.inputs = inputs
+        return stream
+
+    def feed(self, raw: AsyncIterator[Any], decode: ElementDecoder, scope: Any
+             ) -> dict[str, Any]:
+        """The arguments of a streamed-input call: its elements, as the method iterates
+        them (`async for`, or `for` in a `def`), from the transport's raw messages
+        (`raw`) validated one by one by `decode` in `scope` (see `input_stream`)."""
+        field = self.api.stream_input
+        assert field is not None, f"{self.name} takes no stream"
+        settings = self._runtime.settings
+        elements = Elements(raw, decode, scope, field.name, settings.max_stream_elements,
+                            settings.stream_idle_timeout)
+        return {field.name: elements if self.api.is_async else SyncElements(elements)}
 
     # ------------------------------------------------------------------ choosing `run`
     def _limit(self) -> Callable[[Remaining], float | None]:
@@ -134,6 +163,36 @@ class RequestPlan:
             awaitable = work(kwargs, ctx)
             limit = limit_for(remaining)
             return False, awaitable if limit is None else deadlines.run(limit, awaitable)
+
+        return run
+
+    def _streamed_run(self) -> Run:
+        """`run` of a streamed-input API: the method's time under a watch that the
+        waits for the client's elements hold (a long, slow stream is never cut for
+        the client's pace), and the stream closed when the call ends. The client's own
+        deadline is its transport's to enforce (grpc.aio cancels the call at it)."""
+        work, deadlines = self._work(), self._runtime.deadlines
+        timeout = self._runtime.admission.timeout
+        name = self.api.stream_input.name  # type: ignore[union-attr]
+
+        async def watched(kwargs: dict[str, Any], ctx: Context | None) -> Any:
+            inputs = kwargs[name]
+            watch = deadlines.watch(timeout) if timeout is not None else None
+            inputs.mark = watch
+            try:
+                return await work(kwargs, ctx)
+            except asyncio.CancelledError:
+                if watch is not None:
+                    watch.check()  # Expired (DeadlineExceeded) when the limit fired
+                raise
+            finally:
+                if watch is not None:
+                    watch.close()
+                inputs.close()
+
+        def run(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining
+                ) -> Outcome:
+            return False, watched(kwargs, ctx)
 
         return run
 
