@@ -71,7 +71,8 @@ lint: venv
 proto: venv
 	$(PY) -m grpc_tools.protoc -Iproto --descriptor_set_out=proto/tensorwire/v1/types.binpb \
 		proto/tensorwire/v1/types.proto
-	$(PY) -m grpc_tools.protoc -Iproto --descriptor_set_out=proto/inference/grpc_service.binpb \
+	$(PY) -m grpc_tools.protoc -Iproto --include_imports \
+		--descriptor_set_out=proto/inference/grpc_service.binpb \
 		proto/inference/grpc_service.proto
 
 clean:

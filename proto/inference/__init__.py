@@ -17,32 +17,39 @@ from importlib import resources
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 PROTO_NAME = "inference/grpc_service.proto"
+#: Triton's model configuration, which grpc_service.proto imports (`ModelConfigResponse`).
+CONFIG_PROTO_NAME = "inference/model_config.proto"
 PACKAGE = "inference"
 SERVICE_NAME = f"{PACKAGE}.GRPCInferenceService"
 
 
-def _load_file_proto() -> descriptor_pb2.FileDescriptorProto:
+def _load_file_protos() -> list[descriptor_pb2.FileDescriptorProto]:
     blob = resources.files(__name__).joinpath("grpc_service.binpb").read_bytes()
     fds = descriptor_pb2.FileDescriptorSet.FromString(blob)
-    (file_proto,) = [f for f in fds.file if f.name == PROTO_NAME]
-    return file_proto
+    return list(fds.file)  # imports first (protoc's --include_imports order)
 
 
-#: The compiled grpc_service.proto (it imports nothing).
-FILE_PROTO = _load_file_proto()
+#: The compiled files: model_config.proto, then grpc_service.proto (it imports nothing else).
+FILE_PROTOS = _load_file_protos()
+#: The compiled grpc_service.proto.
+(FILE_PROTO,) = [f for f in FILE_PROTOS if f.name == PROTO_NAME]
 
 
-def proto_source() -> str:
-    """The hand-written .proto text, for exporters and docs."""
-    return resources.files(__name__).joinpath("grpc_service.proto").read_text()
+def proto_source(name: str = PROTO_NAME) -> str:
+    """The .proto text of `name` (grpc_service.proto, or the model_config.proto it
+    imports), for exporters and docs."""
+    if name not in (PROTO_NAME, CONFIG_PROTO_NAME):
+        raise KeyError(f"no such file in the inference vocabulary: {name}")
+    return resources.files(__name__).joinpath(name.rsplit("/", 1)[-1]).read_text()
 
 
 def add_to_pool(pool: descriptor_pool.DescriptorPool) -> None:
-    """Register grpc_service.proto in `pool` (e.g. a reflection server's pool)."""
-    try:
-        pool.FindFileByName(FILE_PROTO.name)
-    except KeyError:
-        pool.Add(FILE_PROTO)
+    """Register grpc_service.proto and its import in `pool` (a reflection server's pool)."""
+    for file_proto in FILE_PROTOS:
+        try:
+            pool.FindFileByName(file_proto.name)
+        except KeyError:
+            pool.Add(file_proto)
 
 
 POOL = descriptor_pool.DescriptorPool()
@@ -84,12 +91,29 @@ TensorMetadata = _message("ModelMetadataResponse.TensorMetadata")
 InferInputTensor = _message("ModelInferRequest.InferInputTensor")
 InferRequestedOutputTensor = _message("ModelInferRequest.InferRequestedOutputTensor")
 InferOutputTensor = _message("ModelInferResponse.InferOutputTensor")
+# Triton's extensions: model configuration, statistics and the model repository.
+ModelConfigRequest = _message("ModelConfigRequest")
+ModelConfigResponse = _message("ModelConfigResponse")
+ModelConfig = _message("ModelConfig")
+ModelStatisticsRequest = _message("ModelStatisticsRequest")
+ModelStatisticsResponse = _message("ModelStatisticsResponse")
+RepositoryIndexRequest = _message("RepositoryIndexRequest")
+RepositoryIndexResponse = _message("RepositoryIndexResponse")
+RepositoryModelLoadRequest = _message("RepositoryModelLoadRequest")
+RepositoryModelLoadResponse = _message("RepositoryModelLoadResponse")
+RepositoryModelUnloadRequest = _message("RepositoryModelUnloadRequest")
+RepositoryModelUnloadResponse = _message("RepositoryModelUnloadResponse")
 
 __all__ = [
-    "FILE_PROTO", "PACKAGE", "POOL", "PROTO_NAME", "SERVICE", "SERVICE_NAME", "InferInputTensor",
-    "InferOutputTensor", "InferParameter", "InferRequestedOutputTensor", "InferTensorContents",
-    "ModelInferRequest", "ModelInferResponse", "ModelMetadataRequest", "ModelMetadataResponse",
-    "ModelReadyRequest", "ModelReadyResponse", "ModelStreamInferResponse",
+    "CONFIG_PROTO_NAME", "FILE_PROTO", "FILE_PROTOS", "PACKAGE", "POOL", "PROTO_NAME",
+    "SERVICE", "SERVICE_NAME", "InferInputTensor", "InferOutputTensor", "InferParameter",
+    "InferRequestedOutputTensor", "InferTensorContents", "ModelConfig", "ModelConfigRequest",
+    "ModelConfigResponse", "ModelInferRequest", "ModelInferResponse", "ModelMetadataRequest",
+    "ModelMetadataResponse", "ModelReadyRequest", "ModelReadyResponse",
+    "ModelStatisticsRequest", "ModelStatisticsResponse", "ModelStreamInferResponse",
+    "RepositoryIndexRequest", "RepositoryIndexResponse", "RepositoryModelLoadRequest",
+    "RepositoryModelLoadResponse", "RepositoryModelUnloadRequest",
+    "RepositoryModelUnloadResponse",
     "ServerLiveRequest", "ServerLiveResponse", "ServerMetadataRequest",
     "ServerMetadataResponse", "ServerReadyRequest", "ServerReadyResponse", "TensorMetadata",
     "add_to_pool", "method_path", "proto_source",

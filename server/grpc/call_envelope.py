@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import grpc
@@ -59,6 +60,9 @@ class GrpcRoute:
     what: str = ""
     #: The route's metrics series (set by the envelope; None with metrics off).
     series: Series | None = None
+    #: Whether its successful calls' decode, compute and encode times are measured
+    #: (Triton's statistics: the v2 routes; two clock reads a call).
+    timed: bool = False
 
     def __post_init__(self) -> None:
         self.what = self.what or self.name
@@ -142,13 +146,15 @@ class GrpcEnvelope:
 
     def _end(self, route: GrpcRoute, start: float, code: str, received: int, sent: int,
              info: RequestInfo | None, ctx: Context | None, span: Any,
-             context: grpc.aio.ServicerContext) -> None:
-        """Count the call out: its Context closed, metrics, access line, span."""
+             context: grpc.aio.ServicerContext, ran: float = 0.0, done: float = 0.0
+             ) -> None:
+        """Count the call out: its Context closed, metrics (with its phases: `ran`,
+        `done`), access line, span."""
         if ctx is not None:
             ctx.close()
         self.admission.leave(route.series, start, "grpc", route.name, code, received, sent,
                              info if info is not None else
-                             lambda: request_info(route.name, context))
+                             lambda: request_info(route.name, context), ran, done)
         if span is not None:  # after the access line, which reads its trace id
             span.finish(code)
 
@@ -174,14 +180,19 @@ class GrpcEnvelope:
         start = self.admission.enter(route.series)
         info, ctx, span = self._begin(route, context)
         code, sent = "OK", 0
-        plan = route.plan
+        ran = done = 0.0  # when the plan's call began and ended (timed routes)
+        plan, timed = route.plan, route.timed
         request = data if payload is None else payload
         try:
             kwargs = route.read(request, plan.scope if ctx is None else ctx)
             if span is not None:
                 span.decoded()
+            if timed:
+                ran = perf_counter()
             finished, value = plan.run(kwargs, ctx, context.time_remaining)
             result = value if finished else await value
+            if timed:
+                done = perf_counter()
             if span is not None:
                 span.encoding()
             out = route.write(result, request)
@@ -198,7 +209,8 @@ class GrpcEnvelope:
             await abort(context, err, info.id)
             raise  # unreachable: abort raises
         finally:
-            self._end(route, start, code, len(data), sent, info, ctx, span, context)
+            self._end(route, start, code, len(data), sent, info, ctx, span, context, ran,
+                      done)
 
     async def stream(self, route: GrpcRoute, data: bytes, context: grpc.aio.ServicerContext
                      ) -> AsyncIterator[bytes]:

@@ -117,14 +117,18 @@ class Admission:
 
     def leave(self, series: Series | None, start: float, protocol: str, api: str,
               status: str, received: int, sent: int,
-              request: RequestInfo | Callable[[], RequestInfo]) -> None:
+              request: RequestInfo | Callable[[], RequestInfo], ran: float = 0.0,
+              done: float = 0.0) -> None:
         """Count one request out: metrics, the access line (`request` may be a function
-        making the RequestInfo, called only when a line is written), the drain."""
+        making the RequestInfo, called only when a line is written), the drain. `ran`
+        and `done`: when the plan's call began and gave its result (perf_counter; 0: it
+        did not), which split a successful request's time into its phases (Triton's
+        statistics read them back from the metrics)."""
         self.in_flight -= 1
         seconds = time.perf_counter() - start
         if series is not None:
             series.in_flight -= 1
-            series.answered(status, seconds, received, sent)
+            series.answered(status, seconds, received, sent, start, ran, done)
             if not self._flush_due:
                 self._schedule_flush()
         if self._access and logs.ACCESS.isEnabledFor(_INFO):

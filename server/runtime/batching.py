@@ -158,7 +158,8 @@ class Batcher:
         to_host: Callable[[Any], Awaitable[Any]],
         *,
         max_queue_items: int | None = None,
-        observe: Callable[[int, list[float]], None] | None = None,
+        observe: Callable[[int, list[float], tuple[float, float, float] | None], None]
+        | None = None,
         tracing: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -373,16 +374,21 @@ class Batcher:
         sizes = [p.items for p in batch]
         total = sum(sizes)
         inputs = dict(batch[0].values)
+        phases: tuple[float, float, float] | None = None  # input, infer, output seconds
         try:
             for f in self.batch_fields:
                 inputs[f.name] = f.codec.batch.concat([p.values[f.name] for p in batch],
                                                       self.in_dim)
-            output = await self.to_host(await self.invoke(inputs))
+            joined = self.clock()
+            result = await self.invoke(inputs)
+            inferred = self.clock()
+            output = await self.to_host(result)
             produced = self.out_batch.size(output, self.out_dim)
             if produced != total:
                 raise InternalError(f"{self.api.name} returned {produced} items for a batch "
                                     f"of {total}")
             pieces = self.out_batch.split(output, sizes, self.out_dim)
+            phases = (joined - start, inferred - joined, self.clock() - inferred)
         except Exception as exc:
             failure = exc
             err = as_error(exc)
@@ -405,7 +411,7 @@ class Batcher:
             self.stats.batch_sizes.append(total)
             self.stats.queue_waits.extend(waits)
             if self._observe is not None:
-                self._observe(total, waits)
+                self._observe(total, waits, phases)
             if self.tracing is not None:
                 ended_ns = time.time_ns()
                 for p in batch:

@@ -6,12 +6,16 @@ every worker's files, so one scrape reports the whole server. One process: the d
 registry (plus its process/GC collectors, and any metric the service defines itself).
 
 Request metrics are recorded by `tensorwire.admission` for both protocols. The batching
-layer records `BATCH_SIZE` and `BATCH_QUEUE_WAIT` per API through `batch_observer(api)`.
+layer records `BATCH_SIZE`, `BATCH_QUEUE_WAIT` and `BATCH_SECONDS` per API through
+`batch_observer(api)`. Triton's statistics extension (`tensorwire.v2.statistics`) is read
+back from these same metrics (`collect`), so with several workers it reports the whole
+server, as `/metrics` does.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from array import array
 from collections.abc import Callable, Sequence
 
@@ -51,6 +55,28 @@ BATCH_SIZE = Histogram("tensorwire_batch_size", "Requests merged into one batche
 BATCH_QUEUE_WAIT = Histogram("tensorwire_batch_queue_wait_seconds", "Time a request "
                              "waited for its batch to run.", ("api",),
                              buckets=LATENCY_BUCKETS)
+#: Successful requests' seconds (Triton's statistics: success), and the phases of the
+#: timed ones (the v2 routes: compute input / infer / output), summed per flush: no
+#: observation per request.
+PHASE_SECONDS = Counter("tensorwire_phase_seconds", "Seconds successful API requests "
+                        "spent: total (admission to answer, every request), and for the "
+                        "Open Inference Protocol's, per phase: decode (request read and "
+                        "validated), compute (the method; a batch's queue included), "
+                        "encode (answer made and written).", (*_API, "phase"))
+TIMED_REQUESTS = Counter("tensorwire_timed_requests", "Successful API requests whose "
+                         "decode, compute and encode phases are in "
+                         "tensorwire_phase_seconds (the Open Inference Protocol's).", _API)
+BATCH_SECONDS = Counter("tensorwire_batch_seconds", "Seconds batched calls spent per batch "
+                        "size and phase: input (the requests joined), infer (the method), "
+                        "output (copied to the host and split back).", ("api", "size", "phase"))
+BATCH_RUNS = Counter("tensorwire_batch_runs", "Batched calls that succeeded, by batch size.",
+                     ("api", "size"))
+LAST_REQUEST = Gauge("tensorwire_last_request_timestamp_seconds", "When an API last "
+                     "answered (Unix time, to within the flush interval).", ("api",),
+                     multiprocess_mode="max")
+
+#: Status labels of a successful answer (HTTP 2xx, gRPC OK).
+SUCCESS = frozenset({"OK", *(str(code) for code in range(200, 300))})
 
 
 class _Buckets:
@@ -100,7 +126,9 @@ class Series:
     clients at 1.3x bare aiohttp's (bench/README.md); flushing the buffers takes ~0.2 ms.
     """
 
-    __slots__ = ("_counters", "_gauge", "_received", "_seconds", "_sent", "_statuses", "api",
+    __slots__ = ("_compute", "_counters", "_decode", "_gauge", "_last", "_ok_seconds",
+                 "_phases", "_received", "_seconds", "_sent", "_statuses", "_timed",
+                 "_timed_seconds", "api",
                  "duration", "in_flight", "protocol", "received", "sent")
 
     def __init__(self, api: str, protocol: str) -> None:
@@ -117,15 +145,35 @@ class Series:
         self._received = array("q")
         self._sent = array("q")
         self._counters: dict[str, object] = {}
+        #: successful answers' seconds, and the phases of those that ran a plan
+        self._ok_seconds = 0.0
+        self._decode = 0.0
+        self._compute = 0.0
+        self._timed = 0
+        self._timed_seconds = 0.0
+        self._phases = tuple(PHASE_SECONDS.labels(api, protocol, phase)
+                             for phase in ("total", "decode", "compute", "encode"))
+        self._last = LAST_REQUEST.labels(api)
         _ALL_SERIES.append(self)
 
-    def answered(self, status: str, seconds: float, received: int, sent: int) -> None:
+    def answered(self, status: str, seconds: float, received: int, sent: int,
+                 start: float = 0.0, ran: float = 0.0, done: float = 0.0) -> None:
+        """One answer. A successful one that ran the plan (`done` set) also has its
+        phases, from the perf_counter times of its admission (`start`), of its call
+        (`ran`) and of its result (`done`): decode, compute, and the rest, encode."""
         statuses = self._statuses
         statuses[status] = statuses.get(status, 0) + 1
         pending = self._seconds
         pending.append(seconds)
         self._received.append(received)
         self._sent.append(sent)
+        if status in SUCCESS:
+            self._ok_seconds += seconds
+            if done:
+                self._timed_seconds += seconds
+                self._decode += ran - start
+                self._compute += done - ran
+                self._timed += 1
         if len(pending) >= _PENDING_MAX:
             self.flush()
 
@@ -144,6 +192,17 @@ class Series:
             self.duration.add(seconds)
             self.received.add(received)
             self.sent.add(sent)
+            self._last.set(time.time())
+        if self._ok_seconds:
+            total, decode, compute, encode = self._phases
+            total.inc(self._ok_seconds)
+            if self._timed:
+                decode.inc(self._decode)
+                compute.inc(self._compute)
+                encode.inc(max(self._timed_seconds - self._decode - self._compute, 0.0))
+                TIMED_REQUESTS.labels(self.api, self.protocol).inc(self._timed)
+            self._ok_seconds = self._decode = self._compute = self._timed_seconds = 0.0
+            self._timed = 0
         self._gauge.set(self.in_flight)
 
 
@@ -161,25 +220,55 @@ def flush() -> None:
         series.flush()
 
 
-def batch_observer(api: str) -> Callable[[int, Sequence[float]], None]:
-    """The batcher's `observe(items, queue_waits)` hook for one API: one batch of
-    `items` requests ran, after each waited `queue_waits[i]` seconds in the queue."""
+def batch_observer(api: str) -> Callable[[int, Sequence[float], Sequence[float] | None],
+                                         None]:
+    """The batcher's `observe(items, queue_waits, phases)` hook for one API: one batch of
+    `items` requests ran, after each waited `queue_waits[i]` seconds in the queue; when
+    it succeeded, `phases` are its input, infer and output seconds."""
     size = BATCH_SIZE.labels(api)
     wait = BATCH_QUEUE_WAIT.labels(api)
+    by_size: dict[int, tuple] = {}  # a batch size's children, made once
 
-    def observe(items: int, queue_waits: Sequence[float]) -> None:
+    def observe(items: int, queue_waits: Sequence[float],
+                phases: Sequence[float] | None = None) -> None:
         size.observe(items)
         for seconds in queue_waits:
             wait.observe(seconds)
+        if phases is not None:
+            children = by_size.get(items)
+            if children is None:
+                label = str(items)
+                children = by_size[items] = (
+                    BATCH_RUNS.labels(api, label),
+                    *(BATCH_SECONDS.labels(api, label, p) for p in ("input", "infer", "output")))
+            children[0].inc()
+            for child, seconds in zip(children[1:], phases, strict=True):
+                child.inc(seconds)
 
     return observe
+
+
+def _registry() -> CollectorRegistry:
+    """The registry a scrape reads: every worker's files when multiprocess, else this
+    process's own."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
 
 
 def render() -> tuple[bytes, str]:
     """The exposition text of every metric (all workers' when multiprocess)."""
     flush()
-    if os.environ.get(MULTIPROC_ENV):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    return generate_latest(_registry()), CONTENT_TYPE_LATEST
+
+
+def samples(*families: str) -> list[tuple[str, dict[str, str], float]]:
+    """The current samples (name, labels, value) of the named metric families, as a
+    scrape would read them (all workers' when multiprocess), this worker's counts
+    flushed first."""
+    flush()
+    wanted = set(families)
+    return [(s.name, s.labels, s.value) for family in _registry().collect()
+            if family.name in wanted for s in family.samples]

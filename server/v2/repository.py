@@ -18,12 +18,16 @@ from ..errors import NotFound
 from ..runtime.service import ServiceRuntime
 from ..version import __version__
 from ..wire.oip import BINARY_EXTENSION
+from .config import model_config
 from .model import V2Model
+from .statistics import metrics_off, statistics
 
 #: The server's name in server metadata.
 SERVER_NAME = "tensorwire"
-#: The protocol extensions this server speaks.
-EXTENSIONS = (BINARY_EXTENSION,)
+#: The protocol extensions this server speaks (Triton's names), and the one it speaks
+#: only while metrics are on.
+EXTENSIONS = (BINARY_EXTENSION, "model_configuration")
+STATISTICS = "statistics"
 
 
 class Repository:
@@ -49,7 +53,21 @@ class Repository:
 
     # ------------------------------------------------------------------ metadata
     def server_metadata(self) -> dict[str, Any]:
-        return {"name": SERVER_NAME, "version": __version__, "extensions": list(EXTENSIONS)}
+        extensions = [*EXTENSIONS, *((STATISTICS,) if self.runtime.settings.metrics else ())]
+        return {"name": SERVER_NAME, "version": __version__, "extensions": extensions}
+
+    def config(self, name: str, version: str | None = None) -> dict[str, Any]:
+        """Triton's model configuration of one model (`tensorwire.v2.config`)."""
+        return model_config(self.model(name, version))
+
+    def statistics(self, name: str | None = None, version: str | None = None
+                   ) -> dict[str, Any]:
+        """Triton's statistics of one model, or of every model when `name` is empty
+        (`tensorwire.v2.statistics`)."""
+        if not self.runtime.settings.metrics:
+            raise metrics_off()
+        models = [self.model(name, version)] if name else list(self.models.values())
+        return {"model_stats": statistics(models)}
 
     def model(self, name: str, version: str | None = None) -> V2Model:
         """The model `name` (at `version`; empty or None: the only one), or NotFound."""

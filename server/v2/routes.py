@@ -3,9 +3,10 @@
 `GET /v2`, `/v2/health/live`, `/v2/health/ready`; `GET /v2/models/{m}[/versions/{v}]`
 and `.../ready`; `POST .../infer` with JSON tensors or Triton's binary tensor extension
 in both directions (`Inference-Header-Content-Length`, `binary_data_size`,
-`binary_data`, `binary_data_output`, the raw single-input body); and Triton's
+`binary_data`, `binary_data_output`, the raw single-input body); Triton's
 `POST /v2/repository/index`, which lists every API with its state and, for one the
-protocol cannot carry, the reason.
+protocol cannot carry, the reason; and Triton's model configuration and statistics
+extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`.
 
 Bodies are read whatever their Content-Type (tritonclient sends none). Errors are the
 one error model's JSON body (`{"error": ...}` first): validation failures of any kind
@@ -79,9 +80,13 @@ class V2Routes:
         router.add_get("/v2/health/live", json_errors(self.live))
         router.add_get("/v2/health/ready", json_errors(self.ready))
         router.add_post("/v2/repository/index", json_errors(self.index))
+        # before `/v2/models/{model}`, which would take "stats" for a model's name
+        router.add_get("/v2/models/stats", json_errors(self.every_statistics))
         for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
             router.add_get(base, json_errors(self.model_metadata))
             router.add_get(base + "/ready", json_errors(self.model_ready))
+            router.add_get(base + "/config", json_errors(self.model_config))
+            router.add_get(base + "/stats", json_errors(self.statistics))
             router.add_post(base + "/infer", self.infer)
 
     # ------------------------------------------------------------------ server
@@ -125,6 +130,31 @@ class V2Routes:
         except TensorwireError as exc:
             return _error(exc)
         return _json(model.metadata())
+
+    async def model_config(self, request: web.Request) -> web.Response:
+        """Triton's model configuration extension."""
+        try:
+            return _json(self.repository.config(request.match_info["model"],
+                                                request.match_info.get("version")))
+        except TensorwireError as exc:
+            return _error(exc)
+
+    async def statistics(self, request: web.Request) -> web.Response:
+        """Triton's statistics extension: one model's (a version's), or every model's."""
+        try:
+            return _json(self.repository.statistics(request.match_info.get("model"),
+                                                    request.match_info.get("version")))
+        except TensorwireError as exc:
+            return _error(exc)
+
+    async def every_statistics(self, request: web.Request) -> web.Response:
+        """Every model's statistics; but a model named `stats` keeps its metadata at its
+        own URL (Triton's routes have the same two meanings for it; over gRPC they are
+        two rpcs)."""
+        named_stats = self.repository.models.get("stats")
+        if named_stats is not None:
+            return _json(named_stats.metadata())
+        return await self.statistics(request)
 
     async def model_ready(self, request: web.Request) -> web.Response:
         try:
@@ -174,7 +204,8 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
             model_name=model.name, model_version=model.version, id=parsed.id)
         return respond(request, built, ctx)
 
-    return HttpRoute(model.name, plan, read, answer, error=_error, what=f"v2 {model.name}")
+    return HttpRoute(model.name, plan, read, answer, error=_error, what=f"v2 {model.name}",
+                     timed=True)
 
 
 def respond(request: web.Request, built: HttpInferResponse, ctx: Context | None

@@ -2,12 +2,14 @@
 service's own grpc.aio server.
 
 `ServerLive`, `ServerReady`, `ModelReady`, `ServerMetadata`, `ModelMetadata`,
-`ModelInfer`, and Triton's `ModelStreamInfer` (requests answered in order, errors
-in-band as `error_message`). Messages travel as bytes and are parsed here, so a
-malformed one is INVALID_ARGUMENT rather than grpc's opaque INTERNAL. Inputs come as
-typed `contents` or `raw_input_contents` (never both: Triton's rule), big raw inputs as
-views of the received buffer (`framing`); outputs always go back as
-`raw_output_contents`, which is what tritonclient reads.
+`ModelInfer`, Triton's `ModelStreamInfer` (requests answered in order, errors in-band
+as `error_message`), and Triton's `ModelConfig` and `ModelStatistics` (the same
+documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`).
+Messages travel as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT
+rather than grpc's opaque INTERNAL. Inputs come as typed `contents` or
+`raw_input_contents` (never both: Triton's rule), big raw inputs as views of the
+received buffer (`framing`); outputs always go back as `raw_output_contents`, which is
+what tritonclient reads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from .. import inference as pb
@@ -78,6 +81,9 @@ class V2Servicer:
                                                 self.server_metadata)),
             "ModelMetadata": unary(self._small(pb.ModelMetadataRequest,
                                                self.model_metadata)),
+            "ModelConfig": unary(self._small(pb.ModelConfigRequest, self.model_config)),
+            "ModelStatistics": unary(self._small(pb.ModelStatisticsRequest,
+                                                 self.model_statistics)),
             "ModelInfer": unary(self.model_infer),
             "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.model_stream_infer),
         }
@@ -123,6 +129,14 @@ class V2Servicer:
             for t in tensors:
                 target.add(name=t.name, datatype=t.datatype, shape=list(t.shape))
         return out
+
+    def model_config(self, request: Any) -> Any:
+        config = self.repository.config(request.name, request.version)
+        return pb.ModelConfigResponse(config=json_format.ParseDict(config, pb.ModelConfig()))
+
+    def model_statistics(self, request: Any) -> Any:
+        stats = self.repository.statistics(request.name, request.version)
+        return json_format.ParseDict(stats, pb.ModelStatisticsResponse())
 
     # ------------------------------------------------------------------ infer
     def _request(self, data: bytes) -> tuple[Any, Any, V2Model]:
@@ -180,7 +194,7 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
             model, result, [o.name for o in request.outputs]))
         return length_delimited(_STREAM_INFER_RESPONSE, out) if streamed else out
 
-    return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}")
+    return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}", timed=True)
 
 
 def _inband(err: TensorwireError) -> bytes:

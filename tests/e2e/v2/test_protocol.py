@@ -50,9 +50,10 @@ def test_server_health_and_metadata_on_both_ports(servers: t.Any) -> None:
         assert client.is_model_ready("summarize")
         assert client.is_model_ready("summarize", "1")
         assert not client.is_model_ready("spell")  # a stream: listed, never ready
-    assert http.get_server_metadata()["extensions"] == ["binary_tensor_data"]
+    extensions = ["binary_tensor_data", "model_configuration", "statistics"]
+    assert http.get_server_metadata()["extensions"] == extensions
     meta = grpc_.get_server_metadata(as_json=True)
-    assert (meta["name"], meta["extensions"]) == ("tensorwire", ["binary_tensor_data"])
+    assert (meta["name"], meta["extensions"]) == ("tensorwire", extensions)
     assert get(f"{server.http_url}/v2/health/live").json() == {"live": True}
     assert get(f"{server.http_url}/v2/health/ready").json() == {"ready": True}
     spell = get(f"{server.http_url}/v2/models/spell/ready")

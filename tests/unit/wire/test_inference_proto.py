@@ -1,5 +1,7 @@
 """`tensorwire.inference` is wire-compatible with the Open Inference Protocol as Triton
-compiles it: every message and rpc we define matches tritonclient's own descriptors."""
+compiles it: every message, enum and rpc we define matches tritonclient's own
+descriptors (grpc_service.proto and the model_config.proto it imports), and no message
+or rpc of Triton's is missing."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import tensorwire.inference as oip_proto
 from tests.unit.test_lazy_imports import imported_modules
 
 triton_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
+triton_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
 
 FDP = descriptor_pb2.FieldDescriptorProto
 
@@ -56,16 +59,33 @@ def _file_proto(descriptor) -> descriptor_pb2.FileDescriptorProto:
     return fp
 
 
-OURS = _messages(oip_proto.FILE_PROTO)
-TRITON = _messages(_file_proto(triton_pb2.DESCRIPTOR))
+def _enums(file_proto: descriptor_pb2.FileDescriptorProto) -> dict[str, list[tuple[str, int]]]:
+    """Every enum of a file by full name (nested ones too), as (value name, number)."""
+    out: dict[str, list[tuple[str, int]]] = {}
+
+    def walk(prefix: str, messages, enums) -> None:
+        for e in enums:
+            out[f"{prefix}.{e.name}"] = [(v.name, v.number) for v in e.value]
+        for m in messages:
+            walk(f"{prefix}.{m.name}", m.nested_type, m.enum_type)
+
+    walk(file_proto.package, file_proto.message_type, file_proto.enum_type)
+    return out
+
+
+OURS = {k: v for f in oip_proto.FILE_PROTOS for k, v in _messages(f).items()}
+TRITON = {k: v for d in (triton_pb2.DESCRIPTOR, triton_config_pb2.DESCRIPTOR)
+          for k, v in _messages(_file_proto(d)).items()}
 
 
 def test_the_service_is_inference_grpc_inference_service():
     assert oip_proto.SERVICE.full_name == "inference.GRPCInferenceService"
     assert oip_proto.SERVICE_NAME == "inference.GRPCInferenceService"
     assert oip_proto.method_path("ModelInfer") == "/inference.GRPCInferenceService/ModelInfer"
+    assert oip_proto.method_path("RepositoryIndex") == \
+        "/inference.GRPCInferenceService/RepositoryIndex"
     with pytest.raises(KeyError):
-        oip_proto.method_path("RepositoryIndex")
+        oip_proto.method_path("ModelExplain")
 
 
 def test_every_oip_message_is_defined():
@@ -79,6 +99,19 @@ def test_every_oip_message_is_defined():
         "ModelStreamInferResponse", "InferParameter", "InferTensorContents",
     }
     assert {f"inference.{m}" for m in expected} <= set(OURS)
+
+
+def test_no_message_of_tritons_is_missing():
+    """The whole of Triton's two files: a client compiled from either finds every type."""
+    assert set(TRITON) - set(OURS) == set()
+
+
+def test_every_enum_matches_tritons():
+    ours = {k: v for f in oip_proto.FILE_PROTOS for k, v in _enums(f).items()}
+    theirs = {k: v for d in (triton_pb2.DESCRIPTOR, triton_config_pb2.DESCRIPTOR)
+              for k, v in _enums(_file_proto(d)).items()}
+    assert ours == theirs
+    assert ("TYPE_FP32", 11) in ours["inference.DataType"]
 
 
 @pytest.mark.parametrize("name", sorted(OURS))
@@ -101,9 +134,8 @@ def test_the_comparison_sees_a_wrong_field_number():
 def test_each_rpc_matches_tritons():
     theirs = {m.name: m for m in triton_pb2.DESCRIPTOR.services_by_name[
         "GRPCInferenceService"].methods}
-    assert [m.name for m in oip_proto.SERVICE.methods] == [
-        "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-        "ModelInfer", "ModelStreamInfer"]
+    assert [m.name for m in oip_proto.SERVICE.methods] == [m.name for m in theirs.values()]
+    assert len(theirs) == 20
     for m in oip_proto.SERVICE.methods:
         t = theirs[m.name]
         assert m.input_type.full_name == t.input_type.full_name, m.name
@@ -161,12 +193,14 @@ def test_descriptor_set_matches_the_proto_source(tmp_path: Path):
     root = Path(oip_proto.__file__).parents[1]
     out = tmp_path / "grpc_service.binpb"
     rc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}",
-                         f"--descriptor_set_out={out}", oip_proto.PROTO_NAME],
+                         "--include_imports", f"--descriptor_set_out={out}",
+                         oip_proto.PROTO_NAME],
                         timeout=60).returncode
     assert rc == 0
     assert out.read_bytes() == (Path(oip_proto.__file__).parent / "grpc_service.binpb"
                                 ).read_bytes()
     assert "service GRPCInferenceService" in oip_proto.proto_source()
+    assert "\nmessage ModelConfig\n" in oip_proto.proto_source(oip_proto.CONFIG_PROTO_NAME)
 
 
 def test_tritonclient_grpc_runs_on_our_protobuf_without_warnings():
