@@ -19,6 +19,9 @@ a chunk becomes a message (`write`). Everything around them is written once, her
 
 The unary and the stream handler differ only in how grpc.aio takes their answer (a
 return, a yield); their refusal, accounting and failure steps are the same methods.
+Each serves both request cardinalities: `data` is the request's bytes, or, for an API
+whose input is a stream (client-streaming and bidirectional rpcs), the call's request
+messages (`Received`), which the route's `read` hands to the plan's element stream.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 import grpc
 
 from ..context import Context, Headers, RequestInfo
-from ..errors import InternalError, ServiceUnavailable, TensorwireError
+from ..errors import Cancelled, InternalError, ServiceUnavailable, TensorwireError
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
@@ -66,6 +69,50 @@ class GrpcRoute:
 
     def __post_init__(self) -> None:
         self.what = self.what or self.name
+
+
+#: Loop passes a streamed input's end waits for a cancellation on its way (`Received`).
+_SETTLE = 4
+
+
+class Received:
+    """A streamed-input call's request messages as grpc.aio delivers them, counting
+    their bytes: `len()` is the bytes received so far, so that the envelope accounts a
+    stream of requests as it accounts one request's bytes.
+
+    grpc.aio ends the messages of a call the client cancelled as if the client had
+    finished sending, and cancels the handler's task a moment later (the two arrive
+    from the same poll). So the end waits `_SETTLE` passes of the loop first: a cancel
+    on its way lands (the plan then closes the stream, and a `def` method waiting for
+    its next element gets `Cancelled`), and a method never takes a cut stream for a
+    whole one. A stream that really ended pays the passes once.
+    """
+
+    __slots__ = ("_context", "_messages", "size")
+
+    def __init__(self, messages: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+                 ) -> None:
+        self._messages = messages.__aiter__()
+        self._context = context
+        self.size = 0
+
+    def __aiter__(self) -> Received:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            data = await self._messages.__anext__()
+        except StopAsyncIteration:
+            for _ in range(_SETTLE):
+                await asyncio.sleep(0)
+            if self._context.cancelled():
+                raise Cancelled("the client cancelled the call mid-stream") from None
+            raise
+        self.size += len(data)
+        return data
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def metadata_of(context: grpc.aio.ServicerContext) -> Callable[[], list[tuple[str, str]]]:
@@ -166,12 +213,15 @@ class GrpcEnvelope:
                 [(k.lower(), v) for k, v in ctx.response.headers.items()])
 
     # ------------------------------------------------------------------ calls
-    async def unary(self, route: GrpcRoute, data: bytes, context: grpc.aio.ServicerContext,
+    async def unary(self, route: GrpcRoute, data: Any, context: grpc.aio.ServicerContext,
                     payload: Any = None, inband: Callable[[TensorwireError], bytes] | None = None
                     ) -> bytes:
-        """One unary call: `data` the request's bytes (`payload`: what the servicer
-        already parsed of them, else `data` is read). `inband`: answer a failure as this
+        """One call answered with one message: `data` the request's bytes (`payload`:
+        what the servicer already parsed of them, else `data` is read), or a
+        client-streaming call's request messages. `inband`: answer a failure as this
         message instead of ending the call with its status (Triton's stream)."""
+        if type(data) is not bytes:  # a client-streaming call's messages
+            data = Received(data, context)
         if self._refused():
             error, info = self._refusal(route, context)
             if inband is not None:
@@ -212,9 +262,10 @@ class GrpcEnvelope:
             self._end(route, start, code, len(data), sent, info, ctx, span, context, ran,
                       done)
 
-    async def stream(self, route: GrpcRoute, data: bytes, context: grpc.aio.ServicerContext
+    async def stream(self, route: GrpcRoute, data: Any, context: grpc.aio.ServicerContext
                      ) -> AsyncIterator[bytes]:
-        """One server-streaming call: a message per chunk, as the method yields it.
+        """One server-streaming call: a message per chunk, as the method yields it
+        (`data`: the request's bytes, or a bidirectional call's request messages).
 
         Each chunk is followed by one pass of the event loop (`asyncio.sleep(0)`).
         Without it a stream resumed by its write's completion went on to its next chunk
@@ -227,6 +278,8 @@ class GrpcEnvelope:
         the same CPU per stream. Below that the loop has time to spare, and a lone
         stream pays no extra passes.
         """
+        if type(data) is not bytes:  # a bidirectional call's messages
+            data = Received(data, context)
         if self._refused():
             error, info = self._refusal(route, context)
             await abort(context, error, info.id)

@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ..contract.decoding import Decoder
 from ..protobuf.descriptors import ServiceProto, locked_service_proto
 from ..protobuf.messages import APIMessages
+from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.worker_identity import WORKER_HEADER, WORKERS_HEADER
@@ -56,21 +57,41 @@ def api_route(messages: APIMessages) -> tuple[Callable[[bytes, Any], dict[str, A
     return read, write
 
 
+def streamed_read(plan: RequestPlan, read: Callable[[bytes, Any], dict[str, Any]]
+                  ) -> Callable[[Any, Any], dict[str, Any]]:
+    """How a streamed-input call's request messages become its arguments: the plan's
+    element stream over them, each message read as a one-element request by `read`."""
+    def read_stream(messages: Any, scope: Any) -> dict[str, Any]:
+        return plan.feed(messages, read, scope)
+
+    return read_stream
+
+
+#: The grpc.aio handler of each cardinality: (input streamed, output streamed) ->.
+_HANDLER_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
 def generic_handler(proto: ServiceProto, runtime: ServiceRuntime,
                     envelope: GrpcEnvelope) -> grpc.GenericRpcHandler:
-    """Every API of the service as a method of its gRPC service, through `envelope`."""
+    """Every API of the service as a method of its gRPC service, through `envelope`
+    (one answer: `unary`; a stream of answers: `stream`; a streamed input on either)."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for name, messages in proto.messages.items():
         path = proto.method_names[name]
         method = path.rsplit("/", 1)[-1]
         read, write = api_route(messages)
-        route = envelope.route(GrpcRoute(name, runtime.plan(name), read, write), method, path)
-        if messages.api.output.stream:
-            handlers[method] = grpc.unary_stream_rpc_method_handler(
-                functools.partial(envelope.stream, route))
-        else:
-            handlers[method] = grpc.unary_unary_rpc_method_handler(
-                functools.partial(envelope.unary, route))
+        plan = runtime.plan(name)
+        if plan.streams_in:
+            read = streamed_read(plan, read)
+        route = envelope.route(GrpcRoute(name, plan, read, write), method, path)
+        streams_out = messages.api.output.stream
+        handlers[method] = _HANDLER_KINDS[plan.streams_in, streams_out](
+            functools.partial(envelope.stream if streams_out else envelope.unary, route))
     return grpc.method_handlers_generic_handler(proto.spec.grpc_service_name, handlers)
 
 

@@ -54,6 +54,31 @@ class GrpcCaller:
         for reply in method(messages.request(values), timeout=timeout, metadata=metadata):
             yield messages.response_value(reply)
 
+    def streamed(self, api: str, elements: Any, *, timeout: float = 30,
+                 metadata: Any = None) -> Any:
+        """A streamed-input call: one request message per element of `elements` (an
+        iterable of values; raw messages pass as they are). A bidirectional rpc
+        answers the grpc call itself (iterate it for replies, `cancel()` it); a
+        client-streaming one answers its result."""
+        messages = self.proto.messages[api]
+        field = messages.api.stream_input.name
+        path = self.proto.method_names[api]
+        requests = (e if hasattr(e, "SerializeToString") else messages.request({field: e})
+                    for e in elements)
+        make = (self.channel.stream_stream if messages.api.output.stream
+                else self.channel.stream_unary)
+        method = make(path, request_serializer=lambda m: m.SerializeToString(),
+                      response_deserializer=messages.response_cls.FromString)
+        if messages.api.output.stream:
+            return method(requests, timeout=timeout, metadata=metadata)
+        return messages.response_value(method(requests, timeout=timeout, metadata=metadata))
+
+    def replies(self, api: str, call: Any) -> Any:
+        """The values of a bidirectional call's replies, as they come."""
+        messages = self.proto.messages[api]
+        for reply in call:
+            yield messages.response_value(reply)
+
 
 def error_locs(exc: grpc.RpcError) -> list[list[str | int]]:
     status = rpc_status.from_call(exc)

@@ -36,6 +36,8 @@ class RunningServer:
     stop_fn: Any = None
     #: The in-thread server's ServiceRuntime (None for CLI subprocesses).
     runtime: Any = None
+    #: The in-thread server's event loop (None for CLI subprocesses).
+    loop: Any = None
     process: subprocess.Popen | None = None
     logs: list[str] = field(default_factory=list)
 
@@ -101,7 +103,7 @@ def start_in_thread(service: type, **settings: Any) -> RunningServer:
 
     bound = box["bound"]
     return RunningServer(bound.http_port, bound.grpc_port, spec=spec, stop_fn=stop,
-                         runtime=box["server"].runtime)
+                         runtime=box["server"].runtime, loop=loop)
 
 
 @contextlib.contextmanager

@@ -166,3 +166,35 @@ class Streams:
             if n < 0:
                 raise RuntimeError(f"secret detail {n}")
             yield n
+
+
+def server_state(server: t.Any) -> dict[str, int]:
+    """What an in-thread server holds now: calls in flight, time limits registered,
+    tasks on its loop, open file descriptors of the process."""
+    async def tasks() -> int:
+        return len(asyncio.all_tasks())
+
+    import os
+
+    runtime = server.runtime
+    return {
+        "in_flight": runtime.admission.in_flight,
+        "limits": runtime.deadlines.pending,
+        "tasks": asyncio.run_coroutine_threadsafe(tasks(), server.loop).result(10),
+        "fds": len(os.listdir("/proc/self/fd")),
+    }
+
+
+def settles(server: t.Any, before: dict[str, int], *, fds_slack: int = 8,
+            seconds: float = 10.0) -> dict[str, int]:
+    """Wait until the server is back where it was (`before`): nothing in flight, no
+    limit or task left behind, about as many fds. Returns the last state seen."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = server_state(server)
+        if (now["in_flight"] == 0 and now["limits"] == 0 and now["tasks"] <= before["tasks"]
+                and now["fds"] <= before["fds"] + fds_slack):
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server did not settle: {now} (before: {before})")
+        time.sleep(0.05)
