@@ -212,6 +212,9 @@ class Handoff:
                 outcome = (job.future, False, exc)
             job._set_finished()
             self._finish(outcome)
+            # not kept while the thread sleeps: the last call's arguments and result
+            # (a request's 64 MiB tensor, a pooled body buffer) are freed with the call
+            job = outcome = None  # type: ignore[assignment]
 
     def _finish(self, outcome: tuple[asyncio.Future[Any], bool, Any]) -> None:
         self._done.append(outcome)
