@@ -39,8 +39,24 @@ class Part(Protocol):
     media_type: str | None
     #: Bytes read from the part so far (for the request's total-size budget).
     consumed: int
+    #: Its bytes when known before reading (a plain body's Content-Length), else None.
+    length: int | None
+    #: The most it can hold within the request's limits and length; None when only
+    #: `read` may be used (a chunked or compressed body: read whole, within limits).
+    bound: int | None
 
-    async def read(self) -> bytes: ...
+    async def read(self) -> bytes:
+        """Every byte not read yet (413 past the limits)."""
+        ...
+
+    async def read_exactly(self, n: int) -> bytes:
+        """The next `n` bytes, fewer where the part ends first (only where `bound`)."""
+        ...
+
+    async def read_into(self, view: memoryview) -> int:
+        """Fill `view` from the next bytes as they arrive, with no copy but into it;
+        returns how many came (only where `bound` is not None)."""
+        ...
 
     async def save(self, path: Any) -> int:
         """Stream the part into the file at `path`; returns its size."""
@@ -69,7 +85,8 @@ class JsonText:
 class HttpBody:
     """An encoded HTTP response body: bytes, or an async stream of chunks (files, SSE)."""
 
-    content: bytes | AsyncIterator[bytes]
+    #: Bytes, or pieces written one after another (views of an array's memory, say).
+    content: bytes | AsyncIterator[bytes | memoryview]
     media_type: str
     headers: Mapping[str, str] = field(default_factory=dict)
     length: int | None = None

@@ -18,6 +18,7 @@ output is held to its declared dtype and shape too (a mismatch is the service's 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -40,6 +41,9 @@ from .tensorspec import TensorSpec, element_schema, example, format_shape
 from .v2_facet import ANY_DATATYPE, Tensor, TensorMeta, V2Facet, oip_datatype
 
 _ACCEPTED_BODIES = "application/json or application/x-npy"
+#: A `.npy` answer of at least this many bytes is written from the array's memory
+#: after its header; a smaller one is joined and sent in one write.
+STREAMED = 1 << 16
 
 
 class TensorSchema(CodecMarker):
@@ -267,10 +271,18 @@ class TensorHttp(HttpFacet):
     codec: TensorCodec
     json_answer = False  # `.npy` when Accept asks
 
+    async def _read_npy(self, part: Part) -> Any:
+        """The array of a `.npy` body or part: read as it arrives, straight into its
+        buffer, where the part says how much it may hold (`bound`); gathered within
+        the limits and read whole otherwise (a chunked or compressed body)."""
+        if part.bound is None:
+            return npy.read(await part.read(), self.codec.spec.dtype)
+        return await npy.read_from(part, self.codec.spec.dtype)
+
     async def decode_body(self, body: Part, scope: Scope) -> Any:
         media = body.media_type
         if media == npy.NPY:
-            return npy.read(await body.read(), self.codec.spec.dtype)
+            return await self._read_npy(body)
         if media is None or is_json_media(media):
             data = await body.read()
             return JsonText(data) if data.strip() else MISSING
@@ -278,7 +290,7 @@ class TensorHttp(HttpFacet):
 
     async def decode_part(self, part: Part, scope: Scope) -> Any:
         if part.media_type == npy.NPY:
-            return npy.read(await part.read(), self.codec.spec.dtype)
+            return await self._read_npy(part)
         if part.media_type in (None, "text/plain") or is_json_media(part.media_type):
             return JsonText(await part.read())
         raise UnsupportedBody(part.media_type, _ACCEPTED_BODIES)
@@ -286,11 +298,21 @@ class TensorHttp(HttpFacet):
     def encode(self, value: Any, accept: str | None) -> HttpBody:
         array = self.codec.to_numpy(value)
         if npy.wants(accept):
-            return HttpBody(npy.write(array), npy.NPY)
+            head, data = npy.write_parts(array)
+            if data.nbytes < STREAMED:
+                return HttpBody(b"".join((head, data)), npy.NPY)
+            # the header, then the array's own memory: no `tobytes`, no join
+            return HttpBody(_pieces(head, data), npy.NPY, length=len(head) + data.nbytes)
         text = jsonarray.dumps(array)
         if text is None:  # NaN/inf, complex, strings, rank 0: the general path
             text = self.codec.adapter.dump_json(array)
         return HttpBody(text, "application/json")
+
+
+async def _pieces(*pieces: bytes | memoryview) -> AsyncIterator[bytes | memoryview]:
+    """An answer's pieces for the transport to write one after another."""
+    for piece in pieces:
+        yield piece
 
 
 class TensorBatching:

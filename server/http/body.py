@@ -9,6 +9,11 @@ body is inflated in steps of at most `STEP` bytes, each counted against the size
 before the next step is made, so an inflated body never holds more than the limit (plus
 one step), compressed or not; the compressed bytes count against the limit as well.
 
+Large answers go the other way through `write_view`: in steps of `WRITE_STEP` bytes,
+each awaited until the transport has passed it on, so the transport never holds a
+payload-sized copy of its own (asyncio's transport copies whatever the socket does not
+take at once into its buffer).
+
 Other codings (`br`, `zstd`, stacked codings) are 415 with `Accept-Encoding` naming the
 ones accepted (RFC 9110 §15.5.16). A compressed `multipart/form-data` body is 415 too:
 its parts are parsed as they stream, by a reader that cannot inflate (compress the
@@ -26,6 +31,8 @@ from ..errors import InvalidArgument, PayloadTooLarge, UnsupportedMediaType
 
 #: Most bytes one inflation step produces (and so the most a step can overshoot).
 STEP = 64 * 1024
+#: The most bytes of an answer handed to the transport at once (see `write_view`).
+WRITE_STEP = 1 << 20
 #: Compressed bytes read from the socket at a time.
 READ = 64 * 1024
 #: The codings accepted, as `Accept-Encoding` lists them.
@@ -141,3 +148,20 @@ async def read_body(request: web.BaseRequest, limit: int) -> bytes:
     async for piece in body_chunks(request, limit):
         body += piece
     return bytes(body)
+
+
+async def write_view(resp: web.StreamResponse, data: bytes | bytearray | memoryview
+                     ) -> None:
+    """Write `data` (an array's memory, say) to a prepared response in steps of at most
+    `WRITE_STEP` bytes, each drained before the next: whatever the socket does not take
+    at once is copied by asyncio's transport into its own buffer, so a payload handed
+    over whole would be a second payload-sized buffer there."""
+    view = memoryview(data)
+    if view.ndim != 1 or view.format != "B":
+        view = view.cast("B")
+    size = view.nbytes
+    if size <= WRITE_STEP:
+        await resp.write(view)
+        return
+    for start in range(0, size, WRITE_STEP):
+        await resp.write(view[start:start + WRITE_STEP])

@@ -38,7 +38,7 @@ from ..errors import (
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
 from ..wire.field_error import invalid_argument
-from .body import content_coding, read_body
+from .body import content_coding, read_body, write_view
 from .parts import BodyPart, MultipartPart, malformed_multipart, media_type_of
 from .request_envelope import Answer, HttpEnvelope, HttpRoute
 from .stream_framing import SSE, chunk_writer, framing_for
@@ -182,7 +182,8 @@ class NativeSteps:
                     raise PayloadTooLarge(f"more than {self.max_parts} parts")
                 if not hasattr(raw, "read_chunk") or not hasattr(raw, "filename"):
                     raise InvalidArgument("nested multipart bodies are not supported")
-                part = MultipartPart(raw, budget, min(self.max_part_size, budget))
+                part = MultipartPart(raw, budget, min(self.max_part_size, budget),
+                                     request.content_length)
                 if api.is_root:
                     if count > 1:
                         raise InvalidArgument.at([api.root_field.name],
@@ -228,7 +229,7 @@ class NativeSteps:
         try:
             await resp.prepare(request)
             async for chunk in body.content:
-                await resp.write(chunk)
+                await write_view(resp, chunk)  # an array's memory: in drained steps
         finally:  # a client that leaves mid-download must not keep a file open
             aclose = getattr(body.content, "aclose", None)
             if aclose is not None:

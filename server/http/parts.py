@@ -1,15 +1,23 @@
-"""Request bodies and multipart parts as the `Part`s codecs read (read at most once)."""
+"""Request bodies and multipart parts as the `Part`s codecs read (read at most once).
+
+Besides `read` (everything, within the limits) and `save` (to a file), a part can be
+read as it arrives (`read_exactly` for a header, `read_into` for an array's bytes): a
+tensor codec then reads the socket's chunks straight into the one array the body
+becomes, with no chunks gathered and no join (`tensorwire.wire.npy.read_from`). Each
+chunk aiohttp's parser hands over is copied once, into place, and dropped.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
 from ..errors import InvalidArgument, PayloadTooLarge
-from .body import body_chunks, read_body
+from .body import body_chunks, content_coding, read_body
 
 CHUNK = 256 * 1024
 
@@ -22,7 +30,13 @@ def media_type_of(content_type: str | None) -> str | None:
 
 
 class BodyPart:
-    """The whole request body of a root input, as one Part."""
+    """The whole request body of a root input, as one Part.
+
+    `length` is the body's Content-Length when its bytes are what the codec reads (no
+    Content-Encoding, not chunked): then it can be read as it arrives, else only whole
+    (`read`: a compressed body is inflated in bounded steps, a chunked one gathered
+    within the limit).
+    """
 
     def __init__(self, request: web.Request, name: str, limit: int) -> None:
         self._request = request
@@ -31,11 +45,30 @@ class BodyPart:
         self.filename = _filename(request.headers.get("Content-Disposition"))
         self.limit = limit
         self.consumed = 0
+        length = request.content_length
+        plain = length is not None and length <= limit and content_coding(request) is None
+        self.length: int | None = length if plain else None
+        #: A plain body holds exactly `length` bytes; nothing else is read as it arrives.
+        self.bound: int | None = self.length
+        self._stream = _Stream(request.content)
 
     async def read(self) -> bytes:
-        data = await read_body(self._request, self.limit)  # inflated if compressed
-        self.consumed = len(data)
+        if self.consumed:  # the rest of a body read in part already (plain: no coding)
+            data = await self._stream.rest()
+        else:
+            data = await read_body(self._request, self.limit)  # inflated if compressed
+        self.consumed += len(data)
         return data
+
+    async def read_exactly(self, n: int) -> bytes:
+        data = await self._stream.read_exactly(n)
+        self.consumed += len(data)
+        return data
+
+    async def read_into(self, view: memoryview) -> int:
+        got = await self._stream.read_into(view)
+        self.consumed += got
+        return got
 
     async def save(self, path: Path) -> int:
         with open(path, "wb") as out:
@@ -45,15 +78,68 @@ class BodyPart:
         return self.consumed
 
 
+class _Stream:
+    """A plain body's bytes from aiohttp's StreamReader, one received chunk at a time
+    (`readchunk` hands each over whole: no join), with what a read did not need kept
+    for the next one."""
+
+    def __init__(self, content: Any) -> None:
+        self._content = content
+        self._left = b""
+
+    async def _chunk(self) -> bytes:
+        if self._left:
+            data, self._left = self._left, b""
+            return data
+        data, _ = await self._content.readchunk()
+        return data
+
+    async def read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            data = await self._chunk()
+            if not data:
+                break
+            need = n - len(out)
+            if len(data) > need:
+                data, self._left = data[:need], data[need:]
+            out += data
+        return out
+
+    async def read_into(self, view: memoryview) -> int:
+        pos, end = 0, view.nbytes
+        while pos < end:
+            data = await self._chunk()
+            if not data:
+                break
+            size = len(data)
+            if size > end - pos:
+                size = end - pos
+                self._left = data[size:]
+            view[pos:pos + size] = memoryview(data)[:size]
+            pos += size
+        return pos
+
+    async def rest(self) -> bytes:
+        parts = []
+        while data := await self._chunk():
+            parts.append(data)
+        return b"".join(parts)
+
+
 class MultipartPart:
     """One part of a multipart/form-data request, streamed from aiohttp's reader.
 
     Two budgets apply while it streams: `part_limit` (any one part) and `limit` (what
-    is left of the whole request's); past either the request is 413, mid-stream.
+    is left of the whole request's); past either the request is 413, mid-stream. Its
+    length is unknown until its boundary comes; `bound` is the most it can hold (the
+    budgets and the request's Content-Length), None for a chunked request.
     """
 
-    def __init__(self, reader: BodyPartReader, limit: int, part_limit: int | None = None
-                 ) -> None:
+    length: int | None = None
+
+    def __init__(self, reader: BodyPartReader, limit: int, part_limit: int | None = None,
+                 request_length: int | None = None) -> None:
         self._reader = reader
         self.name = reader.name or ""
         self.filename = reader.filename
@@ -61,9 +147,17 @@ class MultipartPart:
         self.limit = limit
         self.part_limit = limit if part_limit is None else part_limit
         self.consumed = 0
+        self.bound: int | None = (None if request_length is None else
+                                  min(self.part_limit, self.limit, request_length))
+        self._left = b""
 
-    async def _chunks(self):
-        while chunk := await self._reader.read_chunk(CHUNK):
+    async def _next(self) -> bytes:
+        """The next chunk, counted against the budgets (b"" at the part's end)."""
+        if self._left:
+            data, self._left = self._left, b""
+            return data
+        chunk = await self._reader.read_chunk(CHUNK)
+        if chunk:
             self.consumed += len(chunk)
             if self.consumed > self.part_limit:
                 raise PayloadTooLarge(f"part {self.name!r} is too large: a part may carry at "
@@ -71,6 +165,10 @@ class MultipartPart:
             if self.consumed > self.limit:
                 raise PayloadTooLarge(f"part {self.name!r} is too large: the request "
                                       f"may carry at most {self.limit} more bytes")
+        return chunk
+
+    async def _chunks(self):
+        while chunk := await self._next():
             yield chunk
 
     async def read(self) -> bytes:
@@ -78,6 +176,25 @@ class MultipartPart:
         async for chunk in self._chunks():
             data += chunk
         return bytes(data)
+
+    async def read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n and (data := await self._next()):
+            need = n - len(out)
+            if len(data) > need:
+                data, self._left = data[:need], data[need:]
+            out += data
+        return out
+
+    async def read_into(self, view: memoryview) -> int:
+        pos, end = 0, view.nbytes
+        while pos < end and (data := await self._next()):
+            size = min(len(data), end - pos)
+            if size < len(data):
+                self._left = data[size:]
+            view[pos:pos + size] = memoryview(data)[:size]
+            pos += size
+        return pos
 
     async def save(self, path: Path) -> int:
         with open(path, "wb") as out:

@@ -24,7 +24,7 @@ from aiohttp import web
 from ..codecs.v2_facet import Tensor
 from ..context import Context
 from ..errors import InvalidArgument, PayloadTooLarge, TensorwireError
-from ..http.body import read_body
+from ..http.body import write_view
 from ..http.direct import Handler
 from ..http.request_envelope import HttpEnvelope, HttpRoute
 from ..http.responses import error_response, json_errors
@@ -35,8 +35,8 @@ from ..wire.oip import (
     HttpInferResponse,
     ResponseOutput,
     build_http_infer_response,
-    parse_http_infer_request,
 )
+from .infer_body import read_infer_request
 from .model import V2Model
 from .repository import Repository
 
@@ -185,12 +185,9 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
         if length is not None and length > max_size:
             raise PayloadTooLarge(f"request body of {length} bytes exceeds the limit "
                                   f"of {max_size} bytes")
-        # gzip/deflate bodies (tritonclient's request_compression_algorithm) are
-        # inflated within the size limit; the header length counts inflated bytes
-        parsed = parse_http_infer_request(
-            await read_body(request, max_size),
-            request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH),
-            raw_input=model.raw_input)
+        # binary tensors straight into one buffer; gzip/deflate bodies (tritonclient's
+        # request_compression_algorithm) inflated within the size limit
+        parsed = await read_infer_request(request, max_size, model.raw_input)
         inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters) for i in parsed.inputs}
         kwargs = repository.decode(model, inputs, [o.name for o in parsed.outputs], scope)
         return kwargs, parsed
@@ -227,6 +224,6 @@ async def _written(request: web.Request, built: HttpInferResponse,
     resp.content_length = built.content_length
     await resp.prepare(request)
     for chunk in built.chunks:
-        await resp.write(chunk)
+        await write_view(resp, chunk)  # an output's memory, in drained steps
     await resp.write_eof()
     return resp

@@ -12,18 +12,72 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.lib import format as npformat
 
 from . import dtypes
+from .buffers import POOL
 from .field_error import FieldError
 from .tensors import check_shape, from_bytes, wire_array
 
 NPY = "application/x-npy"
 MAX_HEADER = 10_000
 _MAGIC = b"\x93NUMPY"
+#: Bytes that hold the magic, the version and the header's length (format 2.0's).
+PREFIX = 12
+
+
+class Source(Protocol):
+    """A body or part that an array is read from as it arrives (`read_from`).
+
+    `length`: the bytes it holds when known up front (a body's Content-Length), else
+    None; `bound`: the most it may hold without a 413 (what the request's limits and
+    its Content-Length leave), None when nothing bounds it but the limit applied while
+    it streams.
+    """
+
+    length: int | None
+    bound: int | None
+
+    async def read(self) -> bytes:
+        """Everything not read yet, within the limits (413 past them)."""
+        ...
+
+    async def read_exactly(self, n: int) -> bytes:
+        """The next `n` bytes, or fewer where the body ends first."""
+        ...
+
+    async def read_into(self, view: memoryview) -> int:
+        """Fill `view` from the next bytes; returns how many came (fewer: the end)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """What a .npy header says, checked: the array is `shape` of `dtype` in `order`,
+    its bytes start at `offset`."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    spec: dtypes.DTypeSpec
+    order: str
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def check_size(self, body_length: int) -> None:
+        """FieldError unless exactly the array's bytes follow the header."""
+        expected = self.nbytes
+        if body_length - self.offset != expected:
+            raise FieldError(f"the .npy header says shape {list(self.shape)} of "
+                             f"{self.dtype.str} ({expected} bytes) but "
+                             f"{body_length - self.offset} bytes follow", type="tensor_size")
 
 
 def read(data: bytes | bytearray | memoryview, declared: dtypes.DTypeSpec | None = None
@@ -33,6 +87,16 @@ def read(data: bytes | bytearray | memoryview, declared: dtypes.DTypeSpec | None
     `np.save` writes bfloat16 arrays as anonymous 2-byte voids (`|V2`); where the
     declared dtype is bfloat16 such a file is read as bfloat16.
     """
+    head = parse_header(data, declared)
+    head.check_size(len(data))
+    return _finish(head, data, head.offset)
+
+
+def parse_header(data: bytes | bytearray | memoryview,
+                 declared: dtypes.DTypeSpec | None = None) -> Header:
+    """The checked header at the start of `data` (which may hold only its first
+    `header_length(data)` bytes): every refusal `read` makes before it looks at the
+    array's bytes."""
     if len(data) < 10 or bytes(data[:6]) != _MAGIC:
         raise FieldError("the body is not a NumPy .npy file", type="npy")
     fp = io.BytesIO(data)
@@ -62,24 +126,70 @@ def read(data: bytes | bytearray | memoryview, declared: dtypes.DTypeSpec | None
                          f"{', '.join(d.name for d in dtypes.TABLE)}", type="tensor_dtype")
     shape = tuple(shape)
     check_shape(shape)
-    offset = fp.tell()
-    expected = math.prod(shape) * dtype.itemsize
-    if len(data) - offset != expected:
-        raise FieldError(f"the .npy header says shape {list(shape)} of {dtype.str} "
-                         f"({expected} bytes) but {len(data) - offset} bytes follow",
-                         type="tensor_size")
-    order = "F" if fortran_order else "C"
+    return Header(shape, dtype, spec, "F" if fortran_order else "C", fp.tell())
+
+
+def header_length(prefix: bytes | bytearray | memoryview) -> int:
+    """How many bytes the header takes, from the first `PREFIX` bytes of a body (the
+    whole prefix when it is no .npy file: `parse_header` then says why)."""
+    if len(prefix) < 10 or bytes(prefix[:6]) != _MAGIC or prefix[6] not in (1, 2):
+        return len(prefix)
+    return _peek_header(prefix, (prefix[6], 0))
+
+
+def _finish(head: Header, data: Any, offset: int) -> np.ndarray:
+    """The array of `head` over `data` (its bytes from `offset`, size checked)."""
+    dtype, spec, shape = head.dtype, head.spec, head.shape
     if spec.is_string or dtype.byteorder == ">":
-        flat = np.frombuffer(data, dtype=dtype, offset=offset) if expected else \
+        flat = np.frombuffer(data, dtype=dtype, offset=offset) if head.nbytes else \
             np.empty(0, dtype)
-        array = flat.reshape(shape, order=order)
+        array = flat.reshape(shape, order=head.order)
         if dtype.byteorder == ">":  # one copy into little-endian (native) order
             array = array.astype(dtype.newbyteorder("<"))
         if spec.is_string:
             _check_text(array)
-    else:
-        array = from_bytes(data, spec, shape, offset=offset, order=order)
-    return array
+        return array
+    return from_bytes(data, spec, shape, offset=offset, order=head.order)
+
+
+async def read_from(source: Source, declared: dtypes.DTypeSpec | None = None,
+                    take: Callable[[int], memoryview] | None = None) -> np.ndarray:
+    """The array of a .npy body read as it arrives: the header first, checked against
+    the body's length (or its bound) before anything is allocated, then the array's
+    bytes straight into one buffer (`take(nbytes)`, a reused one from the pool by
+    default): no chunks gathered, no join. Refuses exactly what `read` refuses, with
+    the same messages.
+
+    A source of unknown length (a multipart part) is read straight in only when the
+    header's claim fits its `bound`; otherwise, and for a source with no bound at all
+    (a chunked body), its bytes are gathered within the limits and read by `read`.
+    """
+    prefix = await source.read_exactly(PREFIX)
+    rest = header_length(prefix) - len(prefix)
+    if rest > 0:
+        prefix += await source.read_exactly(rest)
+    length = source.length
+    if length is not None and length < len(prefix):  # cannot be: a short read is the end
+        length = len(prefix)
+    try:
+        head = parse_header(prefix, declared)
+    except FieldError:
+        if length is None:  # drain within the limits first: a 413 outranks the header
+            await source.read()
+        raise
+    if length is not None:
+        head.check_size(length)  # before anything is allocated
+    elif source.bound is None or head.offset + head.nbytes > source.bound:
+        return read(prefix + await source.read(), declared)
+    body = (take or POOL.take)(head.nbytes)
+    got = await source.read_into(body) if head.nbytes else 0
+    if length is None:
+        extra = len(await source.read()) if got == head.nbytes else 0
+        head.check_size(head.offset + got + extra)
+    elif got != head.nbytes:  # the client stopped short of its Content-Length
+        raise FieldError(f"the .npy body ended after {head.offset + got} of its "
+                         f"{length} bytes", type="npy")
+    return _finish(head, body, 0)
 
 
 def _check_text(array: np.ndarray) -> None:
@@ -104,6 +214,14 @@ def _peek_header(data: Any, version: tuple[int, int]) -> int:
 
 def write(array: np.ndarray) -> bytes:
     """The .npy file of `array` (C order, little-endian): its bytes are copied once."""
+    head, data = write_parts(array)
+    return b"".join((head, data)) if data.nbytes else head
+
+
+def write_parts(array: np.ndarray) -> tuple[bytes, memoryview]:
+    """The .npy file of `array` as its header and a byte view of the array's own memory
+    (C order, little-endian: a copy only where the array is not that already), for a
+    transport that writes the two without joining them."""
     array = wire_array(array)
     spec = dtypes.from_numpy(array.dtype)
     descr = "bfloat16" if spec is dtypes.BFLOAT16 else npformat.dtype_to_descr(array.dtype)
@@ -115,8 +233,8 @@ def write(array: np.ndarray) -> bytes:
         fp = io.BytesIO()
         npformat.write_array_header_2_0(fp, header)
     if not array.size:
-        return fp.getvalue()
-    return b"".join((fp.getvalue(), memoryview(array.reshape(-1).view(np.uint8))))
+        return fp.getvalue(), memoryview(b"")
+    return fp.getvalue(), memoryview(array.reshape(-1).view(np.uint8))
 
 
 def wants(accept: str | None, media_type: str = NPY) -> bool:

@@ -6,7 +6,11 @@ from pathlib import Path
 
 
 class FakePart:
-    """What the HTTP transport hands a codec: a name, labels and the bytes."""
+    """What the HTTP transport hands a codec: a name, labels and the bytes (whole:
+    `bound` None, so codecs read it with `read`)."""
+
+    length: int | None = None
+    bound: int | None = None
 
     def __init__(self, data: bytes, media_type: str | None = None,
                  filename: str | None = None, name: str = "file") -> None:

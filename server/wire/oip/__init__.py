@@ -13,7 +13,8 @@ Four representations of one tensor, each with a pair of functions:
 - typed `InferTensorContents` fields: `array_from_contents` / `contents_from_array`;
 - KServe v2 JSON `data`: `array_from_json` / `json_from_array`;
 - whole HTTP bodies with Triton's binary extension: `parse_http_infer_request` /
-  `build_http_infer_response`; whole gRPC messages: `arrays_from_infer_request` /
+  `build_http_infer_response` (`read_http_infer_request`: one read as it arrives,
+  straight into one buffer); whole gRPC messages: `arrays_from_infer_request` /
   `fill_infer_response`.
 
 One module per representation: `datatypes` (the type table, shapes, `OIPError`), `raw`,
@@ -70,6 +71,7 @@ from .infer_messages import (
     params_to_proto,
 )
 from .raw import array_from_raw, raw_from_array, serialize_bytes
+from .streamed import read_http_infer_request
 from .typed import array_from_contents, array_from_json, contents_from_array, json_from_array
 
 __all__ = [
@@ -103,5 +105,6 @@ __all__ = [
     "parse_header_length",
     "parse_http_infer_request",
     "raw_from_array",
+    "read_http_infer_request",
     "serialize_bytes",
 ]

@@ -2,8 +2,8 @@
 
 A request body is a JSON header followed by the binary inputs it declares (with
 `Inference-Header-Content-Length`), or, with a header length of 0, the raw bytes of the
-model's only input. A response is written as chunks: the JSON header, then each binary
-output's bytes (views of the arrays where contiguous).
+model's only input (`streamed` reads one as it arrives). A response is written as
+chunks: the JSON header, then each binary output's bytes (views of the arrays).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .datatypes import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     LENGTH_PREFIX,
     MAX_ELEMENT,
+    Datatype,
     OIPError,
     check_shape,
     check_unique,
@@ -158,38 +159,59 @@ def parse_http_infer_request(body: Any, header_length: str | int | None, *,
     view = byte_view(body)
     length = parse_header_length(header_length, view.nbytes)
     if length == 0:
-        if raw_input is None:
-            raise OIPError.body("a raw request body (Inference-Header-Content-Length: 0) "
-                                "needs a model with exactly one input")
-        return _raw_request(view, raw_input)
-    head = view if length is None else view[:length]
+        return raw_request(view, raw_spec(raw_input))
+    request = parse_json_header(view if length is None else view[:length])
+    if length is None:
+        return with_binary(request, None, 0, whole_json=True)
+    return with_binary(request, view[length:], view.nbytes - length)
+
+
+def raw_spec(raw_input: RawInput | None) -> RawInput:
+    if raw_input is None:
+        raise OIPError.body("a raw request body (Inference-Header-Content-Length: 0) "
+                            "needs a model with exactly one input")
+    return raw_input
+
+
+def parse_json_header(head: Any) -> HttpInferRequest:
+    """The JSON request of a body's first bytes (or a whole JSON body), checked."""
     try:
         header = orjson.loads(head)
     except orjson.JSONDecodeError as exc:
         raise OIPError.body(f"the inference request is not valid JSON: {exc}") from None
     if not isinstance(header, dict):
         raise OIPError.body("the inference request must be a JSON object")
-    request = _check_header(header)
-    offset = view.nbytes if length is None else length
+    return _check_header(header)
+
+
+def with_binary(request: HttpInferRequest, region: memoryview | None, size: int, *,
+                 whole_json: bool = False) -> HttpInferRequest:
+    """`request` with each binary input's bytes: consecutive slices of the `size` bytes
+    after the JSON header (`region`; None: check the sizes only, nothing is read). A
+    request without the header length (`whole_json`: the body is all JSON) may have no
+    binary input."""
     inputs: list[RequestInput] = []
+    offset = 0
     for inp in request.inputs:
         if not inp.binary:
             inputs.append(inp)
             continue
-        if length is None:
+        if whole_json:
             raise OIPError.tensor(inp.name, f"binary_data_size needs the "
                                             f"{INFERENCE_HEADER_CONTENT_LENGTH} header")
-        size = inp.parameters["binary_data_size"]
-        if size > view.nbytes - offset:
-            raise OIPError.tensor(inp.name, f"binary_data_size {size} runs past the end of "
-                                            f"the body ({view.nbytes - offset} bytes remain)")
+        nbytes = inp.parameters["binary_data_size"]
+        if nbytes > size - offset:
+            raise OIPError.tensor(inp.name, f"binary_data_size {nbytes} runs past the end "
+                                            f"of the body ({size - offset} bytes remain)")
+        raw = region[offset:offset + nbytes] if region is not None else inp.raw
         inputs.append(RequestInput(inp.name, inp.datatype, inp.shape, inp.parameters,
-                                   raw=view[offset:offset + size]))
-        offset += size
-    if offset != view.nbytes:
-        raise OIPError.body(f"{view.nbytes - offset} bytes follow the JSON header and "
+                                   raw=raw))
+        offset += nbytes
+    if offset != size:
+        raise OIPError.body(f"{size - offset} bytes follow the JSON header and "
                             "the binary inputs it declares")
-    return HttpInferRequest(header, tuple(inputs), request.outputs, request.binary_output)
+    return HttpInferRequest(request.header, tuple(inputs), request.outputs,
+                            request.binary_output)
 
 
 def _params(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -257,11 +279,9 @@ def _check_header(header: dict[str, Any]) -> HttpInferRequest:
     return HttpInferRequest(header, tuple(inputs), tuple(outputs), binary_output)
 
 
-def _raw_request(view: memoryview, spec: RawInput) -> HttpInferRequest:
-    """Triton's raw body: all of it is the one input; at most one variable dimension
-    (a leading -1 beside another counts as batch size 1), BYTES as one element of
-    shape [1] (the body is the element's bytes, no length prefix); every output binary.
-    """
+def raw_shape(nbytes: int, spec: RawInput) -> tuple[Datatype, tuple[int, ...]]:
+    """The datatype and shape of a raw body of `nbytes` bytes filling `spec` (its
+    refusals are the raw body's: made before any byte is read)."""
     dt = datatype(spec.datatype, spec.name)
     declared = list(spec.shape) if spec.shape is not None else [-1]
     if any(isinstance(d, bool) or not isinstance(d, int) or d < -1 for d in declared):
@@ -270,28 +290,35 @@ def _raw_request(view: memoryview, spec: RawInput) -> HttpInferRequest:
         if not declared or any(d not in (1, -1) for d in declared):
             raise OIPError.tensor(spec.name, f"a raw body fills a BYTES input only when "
                                              f"its shape is [1], not {declared}")
-        if view.nbytes > MAX_ELEMENT:
+        if nbytes > MAX_ELEMENT:
             raise OIPError.tensor(spec.name, "a BYTES element cannot exceed 2**32 - 1 bytes")
-        shape = tuple(1 for _ in declared)
-        data = memoryview(LENGTH_PREFIX.pack(view.nbytes) + view.tobytes())
-    else:
-        if declared.count(-1) > 1 and declared[0] == -1:
-            declared[0] = 1  # a batch of one, as Triton treats a raw request
-        if declared.count(-1) > 1:
-            raise OIPError.tensor(spec.name, f"a raw body cannot fill shape {declared}: "
-                                             "more than one variable dimension")
-        fixed = math.prod(d for d in declared if d != -1) * dt.itemsize
-        if -1 in declared:
-            if fixed == 0 or view.nbytes % fixed:
-                raise OIPError.tensor(spec.name, f"{view.nbytes} bytes are not a whole "
-                                                 f"number of {dt.name} elements of shape "
-                                                 f"{declared}")
-            declared[declared.index(-1)] = view.nbytes // fixed
-        elif view.nbytes != fixed:
-            raise OIPError.tensor(spec.name, f"has {view.nbytes} bytes of data, but shape "
-                                             f"{declared} of {dt.name} needs {fixed}")
-        shape = check_shape(declared, spec.name, dt)
-        data = view
+        return dt, tuple(1 for _ in declared)
+    if declared.count(-1) > 1 and declared[0] == -1:
+        declared[0] = 1  # a batch of one, as Triton treats a raw request
+    if declared.count(-1) > 1:
+        raise OIPError.tensor(spec.name, f"a raw body cannot fill shape {declared}: "
+                                         "more than one variable dimension")
+    fixed = math.prod(d for d in declared if d != -1) * dt.itemsize
+    if -1 in declared:
+        if fixed == 0 or nbytes % fixed:
+            raise OIPError.tensor(spec.name, f"{nbytes} bytes are not a whole "
+                                             f"number of {dt.name} elements of shape "
+                                             f"{declared}")
+        declared[declared.index(-1)] = nbytes // fixed
+    elif nbytes != fixed:
+        raise OIPError.tensor(spec.name, f"has {nbytes} bytes of data, but shape "
+                                         f"{declared} of {dt.name} needs {fixed}")
+    return dt, check_shape(declared, spec.name, dt)
+
+
+def raw_request(view: memoryview, spec: RawInput) -> HttpInferRequest:
+    """Triton's raw body: all of it is the one input; at most one variable dimension
+    (a leading -1 beside another counts as batch size 1), BYTES as one element of
+    shape [1] (the body is the element's bytes, no length prefix); every output binary.
+    """
+    dt, shape = raw_shape(view.nbytes, spec)
+    data = (memoryview(LENGTH_PREFIX.pack(view.nbytes) + view.tobytes()) if dt is BYTES
+            else view)
     params = {"binary_data_size": data.nbytes}
     header = {"inputs": [{"name": spec.name, "datatype": dt.name, "shape": list(shape),
                           "parameters": params}],
