@@ -1,4 +1,5 @@
-"""`tensorwire serve | proto | openapi MODULE:Class`, and `tensorwire --version`.
+"""`tensorwire serve | proto | openapi MODULE:Class`, `tensorwire proto --types | --oip`,
+and `tensorwire --version`.
 
 Exit codes: 0 done; 1 the server could not run (a port that does not bind, an exception
 in the service's module or `__init__`: its traceback is shown under one line naming the
@@ -14,6 +15,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import v1
 from ..contract.options import read_service_options
@@ -64,6 +66,11 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     proto.add_argument("target", nargs="?", help="MODULE:Class or path/to/file.py:Class")
     proto.add_argument("--types", action="store_true",
                        help="print tensorwire/v1/types.proto instead (no target needed)")
+    proto.add_argument("--oip", action="store_true",
+                       help="print inference/grpc_service.proto instead: the Open Inference "
+                            "Protocol as Triton extends it, every rpc tensorwire serves on "
+                            "the same port (no target needed; with --out DIR, write it and "
+                            "the model_config.proto it imports into DIR/inference/)")
     proto.add_argument("--against", metavar="DIR", default=None,
                        help="keep the field numbers of the contract published in DIR")
     contract = proto.add_mutually_exclusive_group()
@@ -116,6 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "proto" and args.types:
         sys.stdout.write(v1.proto_source())
         return 0
+    if args.command == "proto" and args.oip:
+        if args.target or args.types or args.against or args.check:
+            _error("--oip prints the Open Inference Protocol's .proto: it takes no target "
+                   "and no --types, --against or --check")
+            return EXIT_USAGE
+        return _oip_proto(args.out)
     if args.target is None:
         _error(f"name the service: tensorwire {args.command} MODULE:Class"
                + (" (or --types for tensorwire/v1/types.proto)"
@@ -205,6 +218,22 @@ def _serve(args: argparse.Namespace) -> int:
     except InitFailure as exc:
         log.error("%s", failure_report(exc))
         return EXIT_FAILED
+    return 0
+
+
+def _oip_proto(out: str | None) -> int:
+    """`tensorwire proto --oip`: the .proto of `inference.GRPCInferenceService` for
+    clients to compile (printed, or written with the file it imports)."""
+    from .. import inference  # the protocol's vocabulary: only this command loads it
+
+    if out is None:
+        sys.stdout.write(inference.proto_source())
+        return 0
+    for name in (inference.PROTO_NAME, inference.CONFIG_PROTO_NAME):
+        path = Path(out) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(inference.proto_source(name), encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

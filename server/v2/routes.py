@@ -6,7 +6,8 @@ in both directions (`Inference-Header-Content-Length`, `binary_data_size`,
 `binary_data`, `binary_data_output`, the raw single-input body); Triton's
 `POST /v2/repository/index`, which lists every API with its state and, for one the
 protocol cannot carry, the reason; and Triton's model configuration and statistics
-extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`.
+extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`. Triton's
+routes of the extensions tensorwire does not serve answer 501 naming theirs.
 
 Bodies are read whatever their Content-Type (tritonclient sends none). Errors are the
 one error model's JSON body (`{"error": ...}` first): validation failures of any kind
@@ -39,6 +40,7 @@ from ..wire.oip import (
 from .infer_body import read_infer_request
 from .model import V2Model
 from .repository import Repository
+from .unsupported import EXTENSIONS, Extension
 
 #: Responses up to this size are joined and sent in one write; larger ones are
 #: written chunk by chunk, each output's bytes straight from its array.
@@ -88,6 +90,9 @@ class V2Routes:
             router.add_get(base + "/config", json_errors(self.model_config))
             router.add_get(base + "/stats", json_errors(self.statistics))
             router.add_post(base + "/infer", self.infer)
+        for extension in EXTENSIONS:  # 501 naming the extension, rather than a 404
+            for method, path in extension.routes:
+                router.add_route(method, path, json_errors(_refusing(extension)))
 
     # ------------------------------------------------------------------ server
     async def server_metadata(self, _: web.Request) -> web.Response:
@@ -174,6 +179,13 @@ class V2Routes:
         except TensorwireError as exc:
             return _error(exc)
         return await self.handlers[model.name](request)
+
+
+def _refusing(extension: Extension) -> Handler:
+    async def refuse(_: web.Request) -> web.Response:
+        return _error(extension.refusal())
+
+    return refuse
 
 
 def model_route(repository: Repository, model: V2Model, plan: RequestPlan,

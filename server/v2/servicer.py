@@ -3,8 +3,10 @@ service's own grpc.aio server.
 
 `ServerLive`, `ServerReady`, `ModelReady`, `ServerMetadata`, `ModelMetadata`,
 `ModelInfer`, Triton's `ModelStreamInfer` (requests answered in order, errors in-band
-as `error_message`), and Triton's `ModelConfig` and `ModelStatistics` (the same
-documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`).
+as `error_message`), Triton's `ModelConfig` and `ModelStatistics` (the same
+documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`) and
+`RepositoryIndex`; the rpcs of the extensions tensorwire does not serve answer
+UNIMPLEMENTED naming theirs (`tensorwire.v2.unsupported`).
 Messages travel as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT
 rather than grpc's opaque INTERNAL. Inputs come as typed `contents` or
 `raw_input_contents` (never both: Triton's rule), big raw inputs as views of the
@@ -37,6 +39,7 @@ from ..wire.oip import (
 from .model import PLATFORM, V2Model
 from .raw_contents import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .repository import Repository
+from .unsupported import BY_RPC, Extension
 
 log = logging.getLogger("tensorwire.v2")
 
@@ -86,8 +89,20 @@ class V2Servicer:
                                                  self.model_statistics)),
             "ModelInfer": unary(self.model_infer),
             "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.model_stream_infer),
+            "RepositoryIndex": unary(self._small(pb.RepositoryIndexRequest,
+                                                 self.repository_index)),
         }
+        for rpc, extension in BY_RPC.items():  # UNIMPLEMENTED, naming the extension
+            methods[rpc] = unary(self._refusing(extension))
         return grpc.method_handlers_generic_handler(pb.SERVICE_NAME, methods)
+
+    @staticmethod
+    def _refusing(extension: Extension) -> Any:
+        async def refuse(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await abort(context, extension.refusal(), None)
+            raise AssertionError("unreachable: abort raises")
+
+        return refuse
 
     # ------------------------------------------------------------------ small calls
     def _small(self, request_cls: Any, answer: Callable[[Any], Any]) -> Any:
@@ -137,6 +152,12 @@ class V2Servicer:
     def model_statistics(self, request: Any) -> Any:
         stats = self.repository.statistics(request.name, request.version)
         return json_format.ParseDict(stats, pb.ModelStatisticsResponse())
+
+    def repository_index(self, request: Any) -> Any:
+        entries = self.repository.index()
+        if request.ready:
+            entries = [e for e in entries if e["state"] == "READY"]
+        return pb.RepositoryIndexResponse(models=entries)
 
     # ------------------------------------------------------------------ infer
     def _request(self, data: bytes) -> tuple[Any, Any, V2Model]:

@@ -242,6 +242,29 @@ def test_proto_types_needs_no_target():
     assert "name the service" in missing.stderr and "--types" in missing.stderr
 
 
+def test_proto_oip_exports_the_inference_service_for_clients(tmp_path: Path):
+    """`tensorwire proto --oip` prints grpc_service.proto; with --out it writes it and the
+    model_config.proto it imports, and protoc compiles them as written."""
+    from tensorwire import inference
+
+    out = run_cli("proto", "--oip")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == inference.proto_source()
+    assert "rpc RepositoryModelLoad(" in out.stdout and "rpc LogSettings(" in out.stdout
+    written = run_cli("proto", "--oip", "--out", str(tmp_path))
+    assert written.returncode == 0, written.stderr
+    tree = tmp_path / "inference"
+    assert sorted(p.name for p in tree.iterdir()) == ["grpc_service.proto",
+                                                      "model_config.proto"]
+    rc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}",
+                         f"--python_out={tmp_path}", "inference/grpc_service.proto",
+                         "inference/model_config.proto"], capture_output=True, text=True,
+                        timeout=60)
+    assert rc.returncode == 0, rc.stderr
+    wrong = run_cli("proto", "--oip", "examples.quickstart:Quickstart")
+    assert wrong.returncode == 2 and "takes no target" in wrong.stderr
+
+
 @pytest.mark.slow
 def test_port_alias_and_the_start_up_line_at_info():
     server = spawn_cli("examples.quickstart:Quickstart", "--port", "0", http=False,

@@ -201,3 +201,55 @@ def test_statistics_need_the_metrics() -> None:
         assert "UNIMPLEMENTED" in str(caught.value.status())
         extensions = http_client(running).get_server_metadata()["extensions"]
         assert "statistics" not in extensions and "model_configuration" in extensions
+
+
+# ---------------------------------------------------------------- the whole service
+
+
+def test_every_rpc_of_tritons_service_is_answered(server: t.Any) -> None:
+    """Each of the 20 rpcs is served: the ones of extensions tensorwire does not support
+    answer UNIMPLEMENTED naming the extension, never gRPC's "Method not found!"."""
+    import grpc
+
+    from tensorwire import inference as pb
+
+    unsupported = {"SystemSharedMemoryStatus": "system_shared_memory",
+                   "SystemSharedMemoryRegister": "system_shared_memory",
+                   "SystemSharedMemoryUnregister": "system_shared_memory",
+                   "CudaSharedMemoryStatus": "cuda_shared_memory",
+                   "CudaSharedMemoryRegister": "cuda_shared_memory",
+                   "CudaSharedMemoryUnregister": "cuda_shared_memory",
+                   "TraceSetting": "trace", "LogSettings": "logging"}
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        for method in pb.SERVICE.methods:
+            if method.client_streaming:
+                continue  # ModelStreamInfer: tests/e2e/v2/test_protocol.py
+            if method.name in ("RepositoryModelLoad", "RepositoryModelUnload"):
+                continue  # model control: tests/e2e/test_model_control.py
+            call = channel.unary_unary(pb.method_path(method.name))
+            try:
+                call(b"", timeout=10)
+            except grpc.RpcError as exc:
+                assert "Method not found" not in (exc.details() or ""), method.name
+                if method.name in unsupported:
+                    assert exc.code() == grpc.StatusCode.UNIMPLEMENTED, method.name
+                    assert f"'{unsupported.pop(method.name)}' extension" in exc.details()
+    assert unsupported == {}
+
+
+def test_tritonclients_shared_memory_calls_name_the_extension(server: t.Any) -> None:
+    with pytest.raises(InferenceServerException) as over_grpc:
+        grpc_client(server).get_system_shared_memory_status()
+    assert "'system_shared_memory' extension" in str(over_grpc.value)
+    with pytest.raises(InferenceServerException) as over_http:
+        http_client(server).unregister_cuda_shared_memory()
+    assert "'cuda_shared_memory' extension" in str(over_http.value)
+    reply = get(f"{server.http_url}/v2/trace/setting")
+    assert reply.status == 501 and "'trace' extension" in reply.json()["error"]
+
+
+def test_the_repository_index_over_grpc(server: t.Any) -> None:
+    index = grpc_client(server).get_model_repository_index(as_json=True)
+    assert [(m["name"], m["state"]) for m in index["models"]] == [
+        ("ext_rows", "READY"), ("ext_pixels", "READY"), ("ext_scale", "READY")]
+    assert http_client(server).get_model_repository_index() == index["models"]
