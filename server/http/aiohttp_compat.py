@@ -1,7 +1,7 @@
 """Every use of aiohttp's internals, in one module (as FastAPI's `_compat`, pydantic's
 `_internal`): a new aiohttp release breaks this file, loudly, and nothing else.
 
-tensorwire reaches past aiohttp's public API in four places, each for a measured reason:
+tensorwire reaches past aiohttp's public API in five places, each for a measured reason:
 
 - the protocol (`RequestHandler`): a request-head deadline, a body idle timeout, the
   connection cap that closes the longest-idle keep-alive connection, a 413 before
@@ -13,7 +13,13 @@ tensorwire reaches past aiohttp's public API in four places, each for a measured
   `web.Response` and its header multidict;
 - a runner's server and a TCP site's address and listener (`runner_server`,
   `site_address`, `adopt_listener`, `site_sockets`): the guarded protocol handed to
-  sites, and an HTTPS site that accepts connections itself (`tensorwire.ops.https_site`).
+  sites, and an HTTPS site that accepts connections itself (`tensorwire.ops.https_site`);
+- a request body read straight from the socket into its array (`ProtocolBase.read_into`):
+  the transport is lent for the body's remaining bytes to a `BufferedProtocol` that
+  `recv_into`s the array, then aiohttp's parser, which never saw those bytes, is
+  replaced by a fresh one (as aiohttp makes it) so the connection's next request parses
+  from its first byte. Without it every chunk is received into a new bytes object,
+  copied again by the parser into another, and only then into the array.
 
 `RELIANCES` lists every attribute used, with why; `missing()` checks them against the
 installed aiohttp, and tests/unit/http/test_aiohttp_compat.py fails naming any that a
@@ -35,7 +41,12 @@ from aiohttp import hdrs, web, web_protocol, web_runner
 from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10, HttpVersion11
 from aiohttp.streams import EMPTY_PAYLOAD
-from aiohttp.web_protocol import _ErrInfo
+from aiohttp.web_protocol import (
+    MAX_MSG_QUEUE_SIZE,
+    HttpRequestParser,
+    RequestPayloadError,
+    _ErrInfo,
+)
 from multidict import CIMultiDict
 
 #: The aiohttp releases this module is tested on (pinned in pyproject.toml).
@@ -63,6 +74,16 @@ RELIANCES: tuple[Reliance, ...] = (
              "when an idle keep-alive connection went idle (the connection cap)"),
     Reliance("RequestHandler", "_loop", "the protocol's event loop"),
     Reliance("web_protocol", "_ErrInfo", "a request answered through handle_error"),
+    Reliance("RequestHandler", "_parser", "replaced after a body read past it (read_into)"),
+    Reliance("RequestHandler", "_read_bufsize", "a fresh parser's read buffer size"),
+    Reliance("RequestHandler", "_reading_paused", "no body lent while aiohttp holds reading"),
+    Reliance("RequestHandler", "_upgraded", "no body lent on an upgraded connection"),
+    Reliance("RequestHandler", "max_line_size", "a fresh parser's limits, as aiohttp's"),
+    Reliance("RequestHandler", "max_field_size", "a fresh parser's limits, as aiohttp's"),
+    Reliance("RequestHandler", "max_headers", "a fresh parser's limits, as aiohttp's"),
+    Reliance("web_protocol", "MAX_MSG_QUEUE_SIZE", "a fresh parser's message queue bound"),
+    Reliance("web_protocol", "RequestPayloadError", "a fresh parser's payload error"),
+    Reliance("web_protocol", "HttpRequestParser", "the parser aiohttp makes per connection"),
     Reliance("BaseRequest", "_message", "the raw path, HTTP version and keep-alive"),
     Reliance("BaseRequest", "_payload_writer", "where a JsonAnswer writes"),
     Reliance("StreamResponse", "_eof_sent", "a JsonAnswer sent once"),
@@ -125,7 +146,12 @@ class ProtocolBase(web.RequestHandler):
     on a path every request's bytes take.
     """
 
-    __slots__ = ()
+    __slots__ = ("_auto_decompress",)
+
+    def __init__(self, manager: web.Server, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        #: What aiohttp's parser was made with (a fresh one is made the same way).
+        self._auto_decompress = kwargs.get("auto_decompress", True)
 
     #: The protocol's event loop.
     loop: asyncio.AbstractEventLoop = _slot(web.RequestHandler, "_loop")
@@ -155,6 +181,126 @@ class ProtocolBase(web.RequestHandler):
         """Answer the request parsed last through `handle_error` with `status`, its
         body never read (as a request the parser refused)."""
         self.pending[-1] = (_ErrInfo(status, exc, message), EMPTY_PAYLOAD)
+
+    # ----------------------------------------------------------------- bodies lent
+    _parser_slot: Any = _slot(web.RequestHandler, "_parser")
+    _reading_paused_slot: Any = _slot(web.RequestHandler, "_reading_paused")
+    _upgraded_slot: Any = _slot(web.RequestHandler, "_upgraded")
+
+    def body_progress(self) -> None:
+        """Bytes of a lent body arrived (a subclass's idle timeout counts them)."""
+
+    async def read_into(self, payload: Any, view: memoryview, length: int) -> int:
+        """Fill `view` with the rest of the request body `payload` (aiohttp's
+        StreamReader of a body of `length` bytes, not chunked, not compressed): first
+        what aiohttp has buffered, then straight from the socket (`_Lender`). Returns
+        the bytes filled: fewer than `view` only where the body ended first.
+
+        The socket is lent only when `view` takes exactly the rest of the body (so not
+        one byte of a pipelined next request can land in it) and aiohttp is not
+        holding the connection's reading for its own reasons; otherwise the body's
+        chunks are copied in as they come.
+        """
+        pos = 0
+        end = view.nbytes
+        while pos < end:  # what aiohttp holds: its parser's tail is fed as reading resumes
+            data = payload.read_nowait(end - pos)
+            if not data:
+                break
+            view[pos:pos + len(data)] = data
+            pos += len(data)
+        transport = self.transport
+        rest = length - payload.total_bytes
+        if (pos == end or rest != end - pos or transport is None or transport.is_closing()
+                or self._reading_paused_slot or self._upgraded_slot or payload.is_eof()
+                or transport.get_extra_info("sslcontext") is not None):
+            while pos < end:
+                data, _ = await payload.readchunk()
+                if not data:
+                    break
+                size = min(len(data), end - pos)
+                view[pos:pos + size] = memoryview(data)[:size]
+                pos += size
+            return pos
+        done = _Lender(self, transport, view[pos:], payload).done
+        try:
+            await done
+        finally:  # the future holds its exception, whose traceback holds this frame:
+            del done  # not a cycle that keeps the buffer until the next collection
+        return end
+
+    def _body_returned(self, payload: Any) -> None:
+        """The lent body is in: the connection's bytes go to a fresh parser, which
+        starts at the next request (the old one still counts the body's bytes)."""
+        self._parser_slot = HttpRequestParser(
+            self, self.loop, self._read_bufsize, max_line_size=self.max_line_size,
+            max_field_size=self.max_field_size, max_headers=self.max_headers,
+            payload_exception=RequestPayloadError, auto_decompress=self._auto_decompress,
+            max_msg_queue_size=MAX_MSG_QUEUE_SIZE)
+        payload.feed_eof()
+
+
+class _Lender(asyncio.BufferedProtocol):
+    """The transport's protocol while a request body is read straight into `view`:
+    `get_buffer` hands the transport the part of `view` still empty (never more), so
+    the kernel copies the socket's bytes into their place. Done, it hands the
+    transport back to aiohttp's protocol; a connection lost or half-closed mid-body
+    fails `done` and goes on to aiohttp's protocol as usual."""
+
+    def __init__(self, handler: ProtocolBase, transport: Any, view: memoryview,
+                 payload: Any) -> None:
+        self.handler = handler
+        self.transport = transport
+        self.view = view
+        self.pos = 0
+        self.payload = payload
+        self.done: asyncio.Future[None] = handler.loop.create_future()
+        self._swap(self)
+
+    def _swap(self, protocol: asyncio.BaseProtocol) -> None:
+        # uvloop picks its read callbacks when reading starts: restart it
+        self.transport.set_protocol(protocol)
+        self.transport.pause_reading()
+        self.transport.resume_reading()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view[self.pos:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.pos += nbytes
+        self.handler.body_progress()
+        if self.pos >= self.view.nbytes:
+            self.handler._body_returned(self.payload)
+            self._release()
+            self._swap(self.handler)
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def _release(self) -> None:
+        """Drop the buffer: a transport may keep its last protocol's methods (uvloop
+        does), and the buffer must be lent again once its request is over."""
+        self.view = memoryview(b"")
+        self.payload = None
+
+    def _fail(self, why: str) -> None:
+        self._release()
+        self.transport.set_protocol(self.handler)
+        if not self.done.done():
+            self.done.set_exception(ConnectionResetError(why))
+
+    def eof_received(self) -> bool | None:
+        self._fail("the client closed its side mid-body")
+        return self.handler.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._fail("the client left mid-body")
+        self.handler.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
 
 
 def runner_server(runner: web.BaseRunner) -> web.Server | None:

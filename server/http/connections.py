@@ -232,6 +232,11 @@ class GuardedHandler(ProtocolBase):
         elif self.waiting():  # part of the next head on a kept-alive connection
             self._arm(self.loop.time(), started=True)
 
+    def body_progress(self) -> None:
+        """Bytes of a body read straight into its array came (`read_into`): they
+        count against `http_body_timeout` as bytes through `data_received` do."""
+        self._last_read = self.loop.time()
+
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
         if self._body_timer is not None:

@@ -17,6 +17,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.multipart import content_disposition_filename, parse_content_disposition
 
 from ..errors import InvalidArgument, PayloadTooLarge
+from .aiohttp_compat import ProtocolBase
 from .body import body_chunks, content_coding, read_body
 
 CHUNK = 256 * 1024
@@ -50,7 +51,9 @@ class BodyPart:
         self.length: int | None = length if plain else None
         #: A plain body holds exactly `length` bytes; nothing else is read as it arrives.
         self.bound: int | None = self.length
-        self._stream = _Stream(request.content)
+        protocol = request.protocol
+        self._stream = _Stream(request.content, self.length,
+                               protocol if isinstance(protocol, ProtocolBase) else None)
 
     async def read(self) -> bytes:
         if self.consumed:  # the rest of a body read in part already (plain: no coding)
@@ -81,10 +84,19 @@ class BodyPart:
 class _Stream:
     """A plain body's bytes from aiohttp's StreamReader, one received chunk at a time
     (`readchunk` hands each over whole: no join), with what a read did not need kept
-    for the next one."""
+    for the next one. A read of the whole rest of a body of `length` bytes goes
+    straight from the socket into its buffer where the connection's protocol can lend
+    it (`ProtocolBase.read_into`)."""
 
-    def __init__(self, content: Any) -> None:
+    #: Below this a body's rest is copied in chunk by chunk (lending the socket costs
+    #: a parser and two protocol swaps: worth it for megabytes, not for kilobytes).
+    LEND_FROM = 1 << 20
+
+    def __init__(self, content: Any, length: int | None = None,
+                 protocol: ProtocolBase | None = None) -> None:
         self._content = content
+        self._length = length
+        self._protocol = protocol
         self._left = b""
 
     async def _chunk(self) -> bytes:
@@ -108,6 +120,15 @@ class _Stream:
 
     async def read_into(self, view: memoryview) -> int:
         pos, end = 0, view.nbytes
+        if self._left:
+            size = min(len(self._left), end)
+            view[:size] = memoryview(self._left)[:size]
+            self._left = self._left[size:]
+            pos = size
+        if (self._protocol is not None and self._length is not None
+                and end - pos >= self.LEND_FROM):
+            return pos + await self._protocol.read_into(self._content, view[pos:],
+                                                        self._length)
         while pos < end:
             data = await self._chunk()
             if not data:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import io
 import socket
+import threading
 import time
 import typing as t
 
@@ -261,3 +262,45 @@ def test_a_npy_part_is_read_into_its_buffer(server: t.Any, spy: Spy) -> None:
     assert status == 200, answer
     assert orjson.loads(answer) == float(a.sum()) * 2
     assert spy.sizes == [a.nbytes]
+
+
+def test_bodies_read_from_the_socket_leave_the_connection_parsing(server: t.Any, spy: Spy,
+                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """Two large bodies and a small request pipelined on one kept-alive connection: each
+    large body is read straight from the socket (`_Lender`), and the request after it
+    is parsed from its first byte by the fresh parser."""
+    from tensorwire.http import aiohttp_compat
+
+    lent: list[int] = []
+
+    class Counting(aiohttp_compat._Lender):
+        def __init__(self, *args: t.Any) -> None:
+            super().__init__(*args)
+            lent.append(self.view.nbytes)
+
+    monkeypatch.setattr(aiohttp_compat, "_Lender", Counting)
+    xs = [np.full((1024, 1024), i, np.float32) for i in (1, 2)]
+    requests = b"".join(
+        f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: {npy.NPY}\r\nAccept: {npy.NPY}\r\n"
+        f"Content-Length: {len(npy.write(x))}\r\n\r\n".encode() + npy.write(x) for x in xs)
+    requests += b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=30) as sock:
+        sender = threading.Thread(target=sock.sendall, args=(requests,))
+        sender.start()
+        reader = sock.makefile("rb")
+        answers = []
+        for _ in range(3):
+            status = reader.readline()
+            headers = {}
+            while (line := reader.readline()) != b"\r\n":
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            answers.append((status, reader.read(int(headers["content-length"]))))
+        sender.join()
+    for (status, body), x in zip(answers[:2], xs, strict=True):
+        assert status.startswith(b"HTTP/1.1 200"), body[:200]
+        np.testing.assert_array_equal(npy.read(body), x)
+    assert answers[2][0].startswith(b"HTTP/1.1 200")
+    assert len(lent) == 2 and all(n > (1 << 20) for n in lent)
+    assert spy.sizes == [xs[0].nbytes] * 2
