@@ -108,6 +108,13 @@ class MethodNotAllowed(TensorwireError):
     grpc_code = "UNIMPLEMENTED"
 
 
+class UpgradeRequired(TensorwireError):
+    """This route takes a WebSocket (an API whose input is a stream): open one."""
+
+    http_status = 426
+    grpc_code = "UNIMPLEMENTED"  # never raised over gRPC, where the rpc is the stream
+
+
 class NotAcceptable(InvalidArgument):
     """The requested response media type cannot be produced."""
 
@@ -217,6 +224,7 @@ _SERVER_ERRORS: tuple[type[TensorwireError], ...] = (
     InvalidArgument, Unauthenticated, PermissionDenied, NotFound, MethodNotAllowed,
     NotAcceptable, PayloadTooLarge, UnsupportedMediaType, Cancelled, InternalError,
     Unimplemented, Overloaded, ServiceUnavailable, DeadlineExceeded, InsufficientStorage,
+    UpgradeRequired,
 )
 _BY_HTTP: dict[int, type[TensorwireError]] = {}
 _BY_GRPC: dict[str, type[TensorwireError]] = {}

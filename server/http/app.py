@@ -16,6 +16,7 @@ from .native import NativeSteps
 from .request_envelope import HttpEnvelope
 from .responses import json_errors, unmatched
 from .schema import openapi, schema_json
+from .websocket import WebSocketSteps
 
 RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
 
@@ -41,6 +42,11 @@ def create_app(runtime: ServiceRuntime, settings: Settings | None = None, *,
     envelope = HttpEnvelope(runtime)
     direct: dict[object, object] = {}
     for api in spec.apis.values():
+        if api.stream_input is not None:  # a WebSocket on the API's route (GET upgrade)
+            socket = WebSocketSteps(api, runtime, settings).handler(envelope)
+            app.router.add_get(api.route, socket, allow_head=False)
+            app.router.add_post(api.route, socket)  # 426: it takes a WebSocket
+            continue
         route = NativeSteps(api, runtime, settings).route(envelope)
         handler = envelope.handler(route)
         app.router.add_post(api.route, handler)

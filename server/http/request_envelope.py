@@ -17,6 +17,11 @@ here:
   is written or an error answered), the tracing span (`--tracing`), and the failure
   mapping (`failure`: the error model's status and JSON body, `route.error` rendering
   it: the Open Inference Protocol answers every invalid argument 400).
+
+`handler` is the one request handler, compiled per route. A call that is no
+request/response (the WebSocket of a streamed-input API, `tensorwire.http.websocket`)
+is served by its own handler made of the same pieces: `refusal`, `begin`, `end` and
+`error_of`, which the compiled handler inlines or calls.
 """
 
 from __future__ import annotations
@@ -63,10 +68,10 @@ class HttpRoute:
     name: str
     plan: RequestPlan
     #: (request, decode scope) -> (validated keyword arguments, what `answer` needs to
-    #: know of the request, or None).
-    read: Callable[[web.Request, Any], Awaitable[tuple[dict[str, Any], Any]]]
+    #: know of the request, or None). None for a route whose handler is not `handler`.
+    read: Callable[[web.Request, Any], Awaitable[tuple[dict[str, Any], Any]]] | None = None
     #: (result, request, Context or None, what `read` kept) -> the response.
-    answer: Callable[[Any, web.Request, Context | None, Any], Answer]
+    answer: Callable[[Any, web.Request, Context | None, Any], Answer] | None = None
     #: (request, arguments, Context or None) -> the streamed response (generator APIs).
     stream: Callable[[web.Request, dict[str, Any], Context | None],
                      Awaitable[web.StreamResponse]] | None = None
@@ -116,26 +121,60 @@ class HttpEnvelope:
         return route
 
     @staticmethod
-    def failure(route: HttpRoute, exc: Exception, request: web.Request,
-                request_id: str) -> web.Response:
-        """The answer to what handling `request` raised, logged when it is not the
-        client's fault (aiohttp's own redirects, below 400, are raised on)."""
+    def error_of(route: HttpRoute, exc: Exception, request: web.Request,
+                 request_id: str) -> TensorwireError:
+        """What handling `request` raised, in the error model, logged when it is not
+        the client's fault (aiohttp's own redirects, below 400, are raised on)."""
         if isinstance(exc, TensorwireError):
             if not exc.public:
                 log.error("%s %s failed [%s]: %s", request.method, request.path,
                           request_id, exc.message)
-            return route.error(exc, request_id)
+            return exc
         if isinstance(exc, web.HTTPException):  # aiohttp's own, e.g. 413 from read()
             if exc.status < 400:
                 raise exc
-            return route.error(from_http_exception(exc), request_id)
+            return from_http_exception(exc)
         if isinstance(exc, ConnectionError):  # the client left mid-request (mid-upload)
             log.info("%s %s: client went away [%s]: %s", request.method, request.path,
                      request_id, exc)
-            return route.error(Cancelled(), request_id)
+            return Cancelled()
         log.error("%s %s (%s) failed [%s]", request.method, request.path, route.what,
                   request_id, exc_info=exc)
-        return route.error(as_error(exc), request_id)
+        return as_error(exc)
+
+    @classmethod
+    def failure(cls, route: HttpRoute, exc: Exception, request: web.Request,
+                request_id: str) -> web.Response:
+        """The answer to what handling `request` raised (`error_of`, rendered)."""
+        return route.error(cls.error_of(route, exc, request, request_id), request_id)
+
+    def refusal(self, route: HttpRoute, request: web.Request) -> TensorwireError | None:
+        """What refuses a request now (draining, over the concurrency limit, not
+        ready), recorded as answered; None to admit it."""
+        admission = self.admission
+        if not (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
+                or not self.runtime.ready):
+            return None
+        return self._refusal(route, request)[0]
+
+    def begin(self, route: HttpRoute, request: web.Request
+              ) -> tuple[float, RequestInfo, Context | None, Any]:
+        """Count an admitted request in: its start, RequestInfo, Context (when its
+        plan needs one) and tracing span."""
+        start = self.admission.enter(route.series)
+        info = request_info(route.name, request)
+        ctx = self.runtime.context(info) if route.plan.needs_context else None
+        return start, info, ctx, self.tracing.start(info) if self.tracing is not None else None
+
+    def end(self, route: HttpRoute, start: float, status: int, received: int, sent: int,
+            info: RequestInfo, ctx: Context | None, span: Any) -> None:
+        """Count it out: its Context closed, metrics, access line, span."""
+        if ctx is not None:
+            ctx.close()
+        self.admission.leave(route.series, start, "http", route.name,
+                             _LABELS.get(status) or str(status), received, sent, info)
+        if span is not None:  # after the access line, which reads its trace id
+            span.finish(status)
 
     def handler(self, route: HttpRoute, *, direct: bool = False) -> Handler:
         """The aiohttp handler of `route` (`direct`: the variant for requests
@@ -149,6 +188,7 @@ class HttpEnvelope:
         enter, leave = admission.enter, admission.leave
         plan, name, series = route.plan, route.name, route.series
         read, stream, answer = route.read, route.stream, route.answer
+        assert read is not None and answer is not None, f"{name} has no request steps"
         encode = route.json_encode
         json_answer: Callable[[bytes], web.StreamResponse] = (
             JsonAnswer if direct else _json_response)
@@ -234,7 +274,13 @@ class HttpEnvelope:
 
     def _refuse(self, route: HttpRoute, request: web.Request) -> web.Response:
         """The answer to a request refused before it began (recorded as answered)."""
+        error, info = self._refusal(route, request)
+        return route.error(error, info.id)
+
+    def _refusal(self, route: HttpRoute, request: web.Request
+                 ) -> tuple[TensorwireError, RequestInfo]:
+        """What refuses a request now (recorded as answered), with its RequestInfo."""
         info = request_info(route.name, request)
         error = self.admission.refusal() or ServiceUnavailable("the service is not ready")
         self.admission.refused("http", route.name, info, error)
-        return route.error(error, info.id)
+        return error, info

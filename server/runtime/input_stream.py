@@ -11,10 +11,12 @@ be. What the plan adds around each step:
   when the method asks for it, so a model that consumes slowly leaves the client's
   messages in the transport's own bounded buffers (HTTP/2 flow control, aiohttp's
   paused reads) and the client's sends wait.
-- **Errors at their element.** A message that fails validation raises InvalidArgument
-  (or what its codec raised) into the method at its `async for`, located at the
-  element's index (`frames.3.x`, 0-based); it ends the call with that error unless the
-  method catches it, and every later step raises it again.
+- **Errors at their element.** A message that fails validation, or that the transport
+  cannot read as an element (a malformed or oversized message, a media type the
+  element does not take), raises InvalidArgument (or PayloadTooLarge, 415...) into the
+  method at its `async for`, located at the element's index (`frames.3.x`, 0-based);
+  it ends the call with that error unless the method catches it, and every later step
+  raises it again.
 - **Limits.** At most `max_stream_elements` elements (413 / RESOURCE_EXHAUSTED past
   it), and a client that sends nothing for `stream_idle_timeout` seconds ends the call
   with 504 / DEADLINE_EXCEEDED: one timer per call, re-armed lazily, never one per
@@ -32,7 +34,13 @@ import concurrent.futures
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ..errors import Cancelled, DeadlineExceeded, PayloadTooLarge, TensorwireError
+from ..errors import (
+    Cancelled,
+    DeadlineExceeded,
+    InvalidArgument,
+    PayloadTooLarge,
+    TensorwireError,
+)
 
 #: (one raw element, the decode scope) -> the validated arguments of a one-element call.
 ElementDecoder = Callable[[Any, Any], dict[str, Any]]
@@ -131,7 +139,10 @@ class Elements:
                     "(stream_idle_timeout)")
                 raise self.failed from None
             raise
-        except TensorwireError as exc:  # the transport refused a message (size, kind)
+        except (InvalidArgument, PayloadTooLarge) as exc:  # the transport could not
+            self.failed = at_element(exc, self.name, self.count)  # read this element
+            raise self.failed from None
+        except TensorwireError as exc:  # the client left, say: the stream is over
             self.failed = exc
             raise
         finally:

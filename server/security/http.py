@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from aiohttp import web
 
 from ..http.responses import error_response
+from ..http.websocket import AUTH_REFUSAL
 from ..settings import Settings
+from ..wire.websocket import token_of
 from .bearer import CONTRACT_PATHS, DOCS_PAGE_PATHS, HEALTH_PATHS, METRICS_PATH, BearerAuth
 
 log = logging.getLogger("tensorwire.http")
@@ -33,13 +35,26 @@ def secure_app(app: web.Application, settings: Settings) -> None:
 
 def auth_middleware(auth: BearerAuth, open_paths: Iterable[str]):
     """401 (JSON error body) for any request without the right bearer token, except the
-    open paths and CORS preflights (browsers send those without credentials)."""
+    open paths and CORS preflights (browsers send those without credentials).
+
+    A streamed-input API's WebSocket (a handler marked `websocket`) also takes the token
+    as a `bearer.<token>` subprotocol, since browsers cannot set its headers, and is
+    refused after the upgrade, with close code 1008: a browser sees a close code, never
+    the status of a refused handshake."""
     exempt = frozenset(open_paths)
 
     @web.middleware
     async def bearer_auth(request: web.Request, handler) -> web.StreamResponse:
         if (request.path in exempt or request.method == "OPTIONS"
                 or auth.allows(request.headers.get("Authorization"))):
+            return await handler(request)
+        if getattr(request.match_info.handler, "websocket", False):
+            offered = token_of(request.headers.get("Sec-WebSocket-Protocol"))
+            if offered is not None and auth.allows(f"Bearer {offered}"):
+                return await handler(request)
+            request[AUTH_REFUSAL] = auth.refusal()
+            log.info("refused unauthenticated WebSocket %s from %s", request.path,
+                     request.remote)
             return await handler(request)
         log.info("refused unauthenticated %s %s from %s", request.method, request.path,
                  request.remote)

@@ -2,11 +2,13 @@
 
 A WebSocket has no status line once it is open, so a failed call ends with a close
 frame: a close code from the error's HTTP status (below) and a reason that is the error
-as compact JSON, `{"status": 400, "kind": "InvalidArgument", "error": "frames.3: ..."}`.
-RFC 6455 allows a reason of at most 123 bytes, so a long message is cut (ending in
-"..."), and `kind` is left out when even the message would not fit; the status and the
-close code always survive. The server writes the reason with `close_reason` and the
-client rebuilds the error with `error_from_close`, so what is written is what is read.
+as compact JSON: `{"status": 400, "type": "less_than", "error": "frames.3.x: ..."}`
+(the first violation's `type` and the error class's `kind` where they fit). RFC 6455
+allows a reason of at most 123 bytes, so a long message is cut (ending in "..."); the
+status and the close code always survive. The server writes the reason with
+`close_reason` and the client rebuilds the error with `error_from_close` (its first
+field violation from the message's `loc: msg` form, as gRPC's details give it), so what
+is written is what is read.
 
 Browsers cannot set headers on a WebSocket, so the bearer token may also travel as a
 subprotocol: offer `["tensorwire", "bearer.<token>"]`; the server answers `tensorwire`
@@ -14,6 +16,8 @@ and never echoes the token.
 """
 
 from __future__ import annotations
+
+import re
 
 import orjson
 
@@ -55,11 +59,16 @@ def close_code(status: int) -> int:
 
 def close_reason(error: TensorwireError, kind: str | None = None) -> str:
     """The error as the close frame's reason: JSON of at most 123 bytes (see above).
-    `kind` goes in while the whole message fits beside it; else the message is cut."""
+
+    The status and message always; the first violation's `type` and the error's `kind`
+    while they fit beside the whole message; else the message is cut."""
     status = error.status_code
-    if kind is not None:
-        text = _json({"status": status, "kind": kind, "error": error.message})
-        if len(text) <= _MAX_REASON:
+    violation = error.detail[0].get("type") if error.detail else None
+    extras = [{"kind": kind, "type": violation}, {"type": violation}, {"kind": kind}]
+    for extra in extras:
+        fields = {k: v for k, v in extra.items() if v}
+        text = _json({"status": status, **fields, "error": error.message})
+        if fields and len(text) <= _MAX_REASON:
             return text.decode()
     message = error.message
     text = _json({"status": status, "error": message})
@@ -73,9 +82,15 @@ def _json(payload: dict[str, object]) -> bytes:
     return orjson.dumps(payload)
 
 
+#: An error message that names its field: "frames.3.x: why" (the error model's form).
+_AT = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w-]+)*): (.+?)(?: \(and \d+ more\))?$", re.S)
+
+
 def error_from_close(code: int, reason: str) -> TensorwireError:
     """The error a non-normal close carries, rebuilt as its tensorwire class (a
-    reason that is not tensorwire's JSON: the status its close code stands for)."""
+    reason that is not tensorwire's JSON: the status its close code stands for). A
+    validation error's first violation is rebuilt from its message (`loc: msg`) and
+    `type`, as gRPC's field violations give it."""
     try:
         payload = orjson.loads(reason) if reason else {}
     except orjson.JSONDecodeError:
@@ -87,9 +102,17 @@ def error_from_close(code: int, reason: str) -> TensorwireError:
         status = next((s for s, (c, _) in CLOSE_CODES.items() if c == code), 500)
     message = payload.get("error")
     if not isinstance(message, str) or not message:
-        message = reason or f"the WebSocket closed with code {code}"
+        known = DESCRIPTIONS.get(code)
+        message = reason or (f"the WebSocket closed with code {code}" +
+                             (f" ({known})" if known else ""))
     kind = payload.get("kind") if isinstance(payload.get("kind"), str) else None
-    return error_from_http(status, message, None, kind)
+    detail = None
+    violation = payload.get("type")
+    found = _AT.match(message) if isinstance(violation, str) else None
+    if found is not None:
+        loc = [int(p) if p.isdigit() else p for p in found.group(1).split(".")]
+        detail = [{"loc": loc, "msg": found.group(2), "type": violation}]
+    return error_from_http(status, message, detail, kind)
 
 
 def bearer_subprotocol(token: str) -> str:

@@ -15,7 +15,14 @@ import pytest
 from tensorwire.wire import tensors
 from tests.support.grpc_calls import GrpcCaller, error_locs
 from tests.support.servers import serving
-from tests.support.stream_services import Streams, seen, server_state, settles
+from tests.support.stream_services import (
+    Streams,
+    ended,
+    gone,
+    seen,
+    server_state,
+    settles,
+)
 
 MiB = 1024 * 1024
 
@@ -77,11 +84,7 @@ def test_files_land_in_the_calls_temp_dir_which_goes_with_it(caller, tmp_path: P
     call = caller.streamed("sizes", files, metadata=(("x-tag", "grpc-files"),))
     assert list(caller.replies("sizes", call)) == [10, 14]
     (temp_dir,) = seen("grpc-files")["dirs"]
-    for _ in range(100):
-        if not Path(temp_dir).exists():
-            break
-        time.sleep(0.02)
-    assert not Path(temp_dir).exists()
+    assert gone(temp_dir)
 
 
 def test_an_invalid_element_mid_stream_names_its_index(caller):
@@ -159,11 +162,7 @@ def test_cancel_mid_stream_leaves_nothing_behind(server, caller, api: str):
     assert seen(tag)["taken"] >= 3
     future.cancel()
     stop.set()
-    for _ in range(500):
-        if seen(tag)["ended"] is not None:
-            break
-        time.sleep(0.01)
-    assert seen(tag)["ended"] == "cancelled"
+    assert ended(tag) == "cancelled"
     settles(server, before)
 
 
@@ -208,11 +207,7 @@ def test_a_slow_reader_holds_the_model_back(caller, server):
     made = seen(tag)["made"]
     assert made - read <= 48, f"{made - read} chunks (256 KiB) made beyond what was read"
     call.cancel()
-    for _ in range(200):
-        if seen(tag)["ended"] is not None:
-            break
-        time.sleep(0.01)
-    assert seen(tag)["ended"] == "cancelled"
+    assert ended(tag) == "cancelled"
     settles(server, before)
 
 

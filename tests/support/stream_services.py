@@ -10,6 +10,7 @@ it with the test).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import typing as t
@@ -174,8 +175,6 @@ def server_state(server: t.Any) -> dict[str, int]:
     async def tasks() -> int:
         return len(asyncio.all_tasks())
 
-    import os
-
     runtime = server.runtime
     return {
         "in_flight": runtime.admission.in_flight,
@@ -198,3 +197,21 @@ def settles(server: t.Any, before: dict[str, int], *, fds_slack: int = 8,
         if time.monotonic() > deadline:
             raise AssertionError(f"the server did not settle: {now} (before: {before})")
         time.sleep(0.05)
+
+
+def gone(path: str, seconds: float = 5.0) -> bool:
+    """Whether `path` (a call's temp dir) is removed within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def ended(tag: str, seconds: float = 5.0) -> str | None:
+    """How the call tagged `tag` ended ("done", "cancelled"), waiting up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    while seen(tag)["ended"] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return seen(tag)["ended"]

@@ -22,6 +22,7 @@ from tensorwire import errors
     (errors.ServiceUnavailable, 503, "UNAVAILABLE"),
     (errors.DeadlineExceeded, 504, "DEADLINE_EXCEEDED"),
     (errors.InsufficientStorage, 507, "RESOURCE_EXHAUSTED"),
+    (errors.UpgradeRequired, 426, "UNIMPLEMENTED"),
 ])
 def test_each_error_has_one_http_status_and_one_grpc_code(cls, http, grpc):
     assert cls.http_status == http
