@@ -6,6 +6,7 @@ and shared read-only by every call, so a client is safe to use from many tasks/t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ class APIInfo:
     required: tuple[str, ...] = ()
     #: The HTTP route or the gRPC method path.
     address: str = ""
+    #: The API takes a stream (its one input is an `AsyncIterator[T]`): pass an iterable
+    #: or async iterable of elements; gRPC client-streaming (bidirectional when `stream`
+    #: too), a WebSocket over HTTP.
+    stream_in: bool = False
 
 
 @dataclass
@@ -58,6 +63,8 @@ class RemoteAPI:
     address: str
     required: tuple[str, ...] = ()
     wire: dict[str, Any] = field(default_factory=dict)
+    #: Its one input is a stream of elements (see `APIInfo.stream_in`).
+    stream_in: bool = False
 
     def __post_init__(self) -> None:
         self.field_names = [f.name for f in self.fields]
@@ -66,16 +73,27 @@ class RemoteAPI:
     def info(self) -> APIInfo:
         return APIInfo(self.name, self.doc, {f.name: f.summary for f in self.fields},
                        self.output_summary, self.stream, self.root, self.required,
-                       self.address)
+                       self.address, self.stream_in)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The values of one call by input name; TypeError for a call that cannot fit.
 
         None means "not given": the input is left out, so the server applies its
         default (or reports a missing required input), identically on both protocols.
+        A streamed input must be given, as an iterable (not a str, bytes or mapping).
         """
-        if self.root:
-            return self._bind_root(args, kwargs)
+        values = self._bind_root(args, kwargs) if self.root else self._bind(args, kwargs)
+        if self.stream_in:
+            name = self.fields[0].name if self.fields else "input"
+            given = values.get(name)
+            if given is None or isinstance(given, str | bytes | bytearray | Mapping) or not (
+                    hasattr(given, "__iter__") or hasattr(given, "__aiter__")):
+                raise TypeError(f"{self.name}() takes a stream as {name!r}: pass an iterable "
+                                "or async iterable of its elements (a generator, a list...), "
+                                f"got {type(given).__name__}")
+        return values
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
         if len(args) > len(self.fields):
             raise TypeError(f"{self.name}() takes at most {len(self.fields)} positional "

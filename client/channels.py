@@ -183,10 +183,12 @@ class ChannelPool:
         self.in_flight[index] -= _AVOIDED
 
     def multicallables(self, method: str, *, stream: bool, request_serializer: Any,
-                       response_deserializer: Any) -> list[Any]:
+                       response_deserializer: Any, stream_in: bool = False) -> list[Any]:
         """One multicallable of `method` per channel, in channel order (kept current:
-        a re-dialed channel's entry is replaced in place)."""
-        spec = {"method": method, "stream": stream, "request_serializer": request_serializer,
+        a re-dialed channel's entry is replaced in place); `stream`, `stream_in`: the
+        rpc's responses, requests, are streams."""
+        spec = {"method": method, "stream": stream, "stream_in": stream_in,
+                "request_serializer": request_serializer,
                 "response_deserializer": response_deserializer}
         calls = [_multicallable(ch, spec) for ch in self.channels]
         self._methods.append((calls, spec))
@@ -308,6 +310,9 @@ class ChannelPool:
 
 
 def _multicallable(channel: grpc.aio.Channel, spec: dict[str, Any]) -> Any:
-    make = channel.unary_stream if spec["stream"] else channel.unary_unary
+    if spec.get("stream_in"):
+        make = channel.stream_stream if spec["stream"] else channel.stream_unary
+    else:
+        make = channel.unary_stream if spec["stream"] else channel.unary_unary
     return make(spec["method"], request_serializer=spec["request_serializer"],
                 response_deserializer=spec["response_deserializer"])

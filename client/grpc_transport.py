@@ -47,6 +47,7 @@ from .kinds import field_kind
 from .options import RETRYABLE, CallOptions, with_retries
 from .protofields import Model
 from .protokinds import Violations
+from .streams import elements
 from .target import Target
 
 #: Services every tensorwire server offers beside the user's own (the Open Inference
@@ -126,11 +127,49 @@ def grpc_api(service: Any, method: Any, marked: bool | None = None,
         output_summary=output.summary, address=f"/{service.full_name}/{method.name}",
         required=tuple(fd.name for fd in request.fields
                        if fd.has_options and tw_types.field_hints(fd.GetOptions()).required),
+        stream_in=bool(getattr(method, "client_streaming", False)),
     )
     api.wire["request_cls"] = message_factory.GetMessageClass(request)
     api.wire["response_cls"] = message_factory.GetMessageClass(method.output_type)
     api.wire["method"] = method.name
     return api
+
+
+class Requests:
+    """A streamed input's request messages, one per element (an element the client
+    cannot encode stops the stream; the call then raises its error, not grpc's
+    CANCELLED: `error`)."""
+
+    def __init__(self, api: RemoteAPI, values: dict[str, Any], files: ClientFiles) -> None:
+        self.api = api
+        self.field = api.fields[0].name
+        self.elements = elements(values[self.field])
+        self.files = files
+        self.error: Exception | None = None
+
+    def __aiter__(self) -> Requests:
+        return self
+
+    async def __anext__(self) -> Any:
+        element = await anext(self.elements)
+        try:
+            return encode_request(self.api, {self.field: element}, self.files)
+        except Exception as exc:
+            self.error = exc
+            raise
+
+    def failed(self, exc: grpc.RpcError, transport: GrpcTransport, options: CallOptions,
+               started: float) -> Exception:
+        """What a failed call raises: the client's own error, else the server's."""
+        return self.error or transport.error(exc, options, started)
+
+    def raise_own(self) -> None:
+        """Inside `except CancelledError`: grpc.aio cancels a call whose request
+        iterator raised, and its awaiter sees CancelledError though nobody cancelled
+        the caller; raise the element's error then (a real cancel goes on)."""
+        task = asyncio.current_task()
+        if self.error is not None and (task is None or not task.cancelling()):
+            raise self.error from None
 
 
 def encode_request(api: RemoteAPI, values: dict[str, Any], files: ClientFiles) -> Any:
@@ -244,7 +283,8 @@ class GrpcTransport:
         await self.channels.start(self.connect_timeout)
         for api in apis.values():
             api.wire["callables"] = self.channels.multicallables(
-                api.address, stream=api.stream, request_serializer=_serialize,
+                api.address, stream=api.stream, stream_in=api.stream_in,
+                request_serializer=_serialize,
                 response_deserializer=api.wire["response_cls"].FromString)
         return apis
 
@@ -277,6 +317,8 @@ class GrpcTransport:
 
     # ------------------------------------------------------------------ calls
     async def call(self, api: RemoteAPI, values: dict[str, Any], options: CallOptions) -> Any:
+        if api.stream_in:
+            return await self._call_streamed(api, values, options)
         msg = encode_request(api, values, self.files)
         methods = api.wire["callables"]
         metadata = self._metadata(options)
@@ -300,28 +342,54 @@ class GrpcTransport:
 
         return await with_retries(options, attempt)
 
+    async def _call_streamed(self, api: RemoteAPI, values: dict[str, Any],
+                             options: CallOptions) -> Any:
+        """A client-streaming call: its elements sent as the iterable gives them (never
+        retried: an iterator is read once)."""
+        requests = Requests(api, values, self.files)
+        pool = self.channels
+        assert pool is not None
+        started = time.monotonic()
+        index = pool.acquire()
+        try:
+            reply = await api.wire["callables"][index](
+                requests, timeout=options.timeout, metadata=self._metadata(options))
+        except grpc.RpcError as exc:
+            raise requests.failed(exc, self, options, started) from None
+        except asyncio.CancelledError:
+            requests.raise_own()
+            raise
+        finally:
+            pool.release(index)
+        return api.output.decode(reply, self.files)
+
     async def open_stream(self, api: RemoteAPI, values: dict[str, Any],
                           options: CallOptions) -> AsyncIterator[Any]:
+        if api.stream_in:  # bidirectional: requests as the iterable gives them, no retry
+            requests = Requests(api, values, self.files)
+            return await self._open(api, requests, options, requests)
         msg = encode_request(api, values, self.files)
+        return await with_retries(options, lambda: self._open(api, msg, options))
+
+    async def _open(self, api: RemoteAPI, request: Any, options: CallOptions,
+                    requests: Requests | None = None) -> _ReplyStream:
+        """Start a server-streaming (or bidirectional) call and read its first reply."""
         methods = api.wire["callables"]
         metadata = self._metadata(options)
         pool = self.channels
         assert pool is not None
-
-        async def attempt() -> _ReplyStream:
-            started = time.monotonic()
-            index = pool.acquire()  # released when the stream ends or is closed
-            try:
-                call = methods[index](msg, timeout=options.timeout, metadata=metadata)
-            except BaseException:
-                pool.release(index)
-                raise
-            stream = _ReplyStream(self, api, call, options, started,
-                                  lambda: pool.release(index), lambda: pool.avoid(index))
-            await stream.prime()
-            return stream
-
-        return await with_retries(options, attempt)
+        started = time.monotonic()
+        index = pool.acquire()  # released when the stream ends or is closed
+        try:
+            call = methods[index](request, timeout=options.timeout, metadata=metadata)
+        except BaseException:
+            pool.release(index)
+            raise
+        stream = _ReplyStream(self, api, call, options, started,
+                              lambda: pool.release(index), lambda: pool.avoid(index),
+                              requests)
+        await stream.prime()
+        return stream
 
     def error(self, exc: grpc.RpcError, options: CallOptions | None = None,
               started: float | None = None) -> TensorwireError:
@@ -379,7 +447,8 @@ class _ReplyStream:
 
     def __init__(self, transport: GrpcTransport, api: RemoteAPI, call: Any,
                  options: CallOptions, started: float,
-                 release: Callable[[], None], avoid: Callable[[], None]) -> None:
+                 release: Callable[[], None], avoid: Callable[[], None],
+                 requests: Requests | None = None) -> None:
         self.transport = transport
         self.options = options
         self.started = started
@@ -391,6 +460,9 @@ class _ReplyStream:
         self._release: Callable[[], None] | None = release
         #: Tells the pool to pass the channel over (the call was refused unrun).
         self._avoid = avoid
+        #: A bidirectional call's requests (an element the client could not encode
+        #: is what the call raises).
+        self._requests = requests
 
     def _finish(self) -> None:
         """The call is over (ended, failed or cancelled): give its channel back."""
@@ -402,8 +474,15 @@ class _ReplyStream:
     async def _read(self) -> Any:
         try:
             reply = await self.call.read()
+        except asyncio.CancelledError:
+            if self._requests is not None:
+                self._finish()
+                self._requests.raise_own()
+            raise
         except grpc.RpcError as exc:
             self._finish()
+            if self._requests is not None and self._requests.error is not None:
+                raise self._requests.error from None
             err = self.transport.error(exc, self.options, self.started)
             if isinstance(err, RETRYABLE):
                 self._avoid()

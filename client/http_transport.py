@@ -26,6 +26,7 @@ from ..errors import (
     error_from_http,
 )
 from ..version import __version__
+from ..wire import websocket
 from ..wire.field_error import FieldError, invalid_argument
 from ..wire.sse import SSEDecoder
 from . import tracecontext, values
@@ -36,8 +37,9 @@ from .kinds import schema_kind
 from .options import CallOptions, with_retries
 from .response import PartPayload, ResponsePayload, media_type_of
 from .target import Target
+from .websocket import CLOSE_TIMEOUT, Socket
 
-_ROOT_KEYS = ("root_input", "root_field")
+_ROOT_KEYS = ("root_input", "root_field", "is_stream")
 
 
 def http_api(route: dict[str, Any]) -> RemoteAPI:
@@ -67,7 +69,7 @@ def http_api(route: dict[str, Any]) -> RemoteAPI:
         name=name, doc=route.get("description") or route.get("doc"), fields=fields,
         root=root, stream=bool(out.get("is_stream")), output=out_kind,
         output_summary=summary, address=route.get("route") or f"/{name}",
-        required=required,
+        required=required, stream_in=bool(inp.get("is_stream")),
     )
 
 
@@ -134,6 +136,13 @@ class HttpTransport:
 
     # ------------------------------------------------------------------ calls
     async def call(self, api: RemoteAPI, values_: dict[str, Any], options: CallOptions) -> Any:
+        if api.stream_in:  # client streaming: the API's WebSocket, never retried
+            socket = await self._open_socket(api, values_, options)
+            try:
+                return await socket.result()
+            finally:
+                await socket.aclose()
+
         async def attempt() -> Any:
             resp = await self._send(api, values_, options)
             try:
@@ -146,8 +155,30 @@ class HttpTransport:
 
     async def open_stream(self, api: RemoteAPI, values_: dict[str, Any],
                           options: CallOptions) -> AsyncIterator[Any]:
+        if api.stream_in:  # bidirectional: the API's WebSocket
+            return await self._open_socket(api, values_, options)
         resp = await with_retries(options, lambda: self._send(api, values_, options))
         return _EventStream(self, api, resp, options)
+
+    async def _open_socket(self, api: RemoteAPI, values_: dict[str, Any],
+                           options: CallOptions) -> Socket:
+        """Open the API's WebSocket and start sending the streamed input's elements."""
+        assert self.session is not None
+        headers = dict(options.headers)
+        if api.output.accept:
+            headers["Accept"] = api.output.accept
+        tracecontext.inject(headers)
+        url = self._url(api.address)
+        try:
+            async with _mapped(self.target, options):
+                ws = await self.session.ws_connect(
+                    url, protocols=(websocket.SUBPROTOCOL,), headers=headers,
+                    max_msg_size=0, compress=0, autoping=True,
+                    timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT))
+        except aiohttp.WSServerHandshakeError as exc:
+            raise error_from_http(exc.status, f"{url} refused the WebSocket: {exc.message}",
+                                  None, (exc.headers or {}).get(ERROR_KIND_HEADER)) from None
+        return Socket(ws, api, values_[api.fields[0].name], self.files, options.timeout)
 
     async def _send(self, api: RemoteAPI, values_: dict[str, Any], options: CallOptions
                     ) -> aiohttp.ClientResponse:

@@ -10,8 +10,28 @@ server) when left early: `close()`, a `with` block, or garbage collection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Generator, Sequence
 from typing import Any
+
+_END: Any = object()
+
+
+async def elements(source: Any) -> AsyncIterator[Any]:
+    """The elements of a streamed input, on the client's loop, whatever was passed: an
+    async iterable is awaited; a list or tuple is walked; any other iterable (a
+    generator reading a microphone, say) is stepped in a thread, so that waiting for its
+    next element never blocks the loop that carries the call (and others beside it)."""
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            yield item
+        return
+    if isinstance(source, Sequence):
+        for item in source:
+            yield item
+        return
+    iterator = iter(source)
+    while (item := await asyncio.to_thread(next, iterator, _END)) is not _END:
+        yield item
 
 
 class AsyncStream:

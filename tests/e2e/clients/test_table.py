@@ -178,6 +178,7 @@ TABLES: dict[str, Callable[[Any], set[tuple[type, str]]]] = {
     "tests.e2e.clients.test_files_table": lambda m: {(c[1], c[0]) for c in m.CALLS},
     "tests.e2e.clients.test_tf_table": lambda m: {(m.TfOps, c[1]) for c in m.CALLS},
     "tests.e2e.clients.test_digits_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
+    "tests.e2e.clients.test_streams_in_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
 }
 
 
