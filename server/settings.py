@@ -28,9 +28,11 @@ def _opt(default: Any, help: str, **meta: Any) -> Any:
 
 @dataclass
 class Settings:
-    #: `MODULE:Class` to serve (the CLI's positional argument).
-    service: str = _opt("", "the service to serve, MODULE:Class or file.py:Class",
-                        positional=True)
+    #: `MODULE:Class` to serve (the CLI's positional argument; more after it go to
+    #: `services`). `PREFIX=MODULE:Class` serves it under /PREFIX.
+    service: str = _opt("", "the service to serve, MODULE:Class or file.py:Class; "
+                        "PREFIX=MODULE:Class serves it under /PREFIX; several on the "
+                        "command line", positional=True)
     host: str = _opt("127.0.0.1", "bind address of both protocols", metavar="ADDR")
     http_port: int = _opt(3000, "HTTP port (0: any free port)", aliases=("--port",))
     grpc_port: int = _opt(50051, "gRPC port (0: any free port)")
@@ -144,6 +146,10 @@ class Settings:
     #: Development only: a fresh worker process per change, on the same ports.
     reload: bool = _opt(False, "development: restart the server when a .py file in the "
                         "service's folder changes (needs the `reload` extra; one worker)")
+    #: More services beside `service`: the config file's `[[services]]` tables and the
+    #: command line's further targets, each with its own options
+    #: (`tensorwire.ops.hosting`). Not a flag: it is the positional list's tail.
+    services: list[dict[str, Any]] = field(default_factory=list)
     #: Free-form settings for extensions and tests (not exposed as flags).
     extra: dict[str, object] = field(default_factory=dict)
 

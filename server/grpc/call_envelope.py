@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 from ..context import Context, Headers, RequestInfo
-from ..errors import Cancelled, InternalError, ServiceUnavailable, TensorwireError
+from ..errors import Cancelled, InternalError, TensorwireError
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
@@ -134,6 +134,8 @@ class GrpcEnvelope:
     every gRPC call of one worker (see the module docstring)."""
 
     def __init__(self, runtime: ServiceRuntime, log: logging.Logger) -> None:
+        """`runtime`: any runtime of the server (they share its admission and tracing);
+        each route's own plan says whether its API is ready and runs its calls."""
         self.runtime = runtime
         self.admission = runtime.admission
         self.tracing = runtime.tracing
@@ -149,16 +151,16 @@ class GrpcEnvelope:
         return route
 
     # ------------------------------------------------------------------ steps
-    def _refused(self) -> bool:
+    def _refused(self, route: GrpcRoute) -> bool:
         admission = self.admission
         return (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
-                or not self.runtime.ready)
+                or not route.plan.ready)
 
     def _refusal(self, route: GrpcRoute, context: grpc.aio.ServicerContext
                  ) -> tuple[TensorwireError, RequestInfo]:
         """What refuses a call now (recorded as answered), with its RequestInfo."""
         info = request_info(route.name, context)
-        error = self.admission.refusal() or ServiceUnavailable("the service is not ready")
+        error = self.admission.refusal() or route.plan.refusal
         self.admission.refused("grpc", route.name, info, error)
         return error, info
 
@@ -169,7 +171,7 @@ class GrpcEnvelope:
         if not route.plan.needs_context and self.tracing is None:
             return None, None, None
         info = request_info(route.name, context)
-        ctx = self.runtime.context(info) if route.plan.needs_context else None
+        ctx = route.plan.context(info) if route.plan.needs_context else None
         span = self.tracing.start(info) if self.tracing is not None else None
         return info, ctx, span
 
@@ -222,7 +224,7 @@ class GrpcEnvelope:
         message instead of ending the call with its status (Triton's stream)."""
         if type(data) is not bytes:  # a client-streaming call's messages
             data = Received(data, context)
-        if self._refused():
+        if self._refused(route):
             error, info = self._refusal(route, context)
             if inband is not None:
                 return inband(error)
@@ -280,7 +282,7 @@ class GrpcEnvelope:
         """
         if type(data) is not bytes:  # a bidirectional call's messages
             data = Received(data, context)
-        if self._refused():
+        if self._refused(route):
             error, info = self._refusal(route, context)
             await abort(context, error, info.id)
         admission = self.admission

@@ -59,10 +59,11 @@ def _add(pool: descriptor_pool.DescriptorPool, fp: descriptor_pb2.FileDescriptor
         pool.Add(fp)
 
 
-def _add_file(pool: descriptor_pool.DescriptorPool, fd: FileDescriptor) -> None:
-    """Add a compiled module's file to `pool`, after the files it imports."""
+def add_file(pool: descriptor_pool.DescriptorPool, fd: FileDescriptor) -> None:
+    """Add a file (a compiled module's, another pool's) to `pool`, after the files it
+    imports; a file `pool` has already is left as it is."""
     for dep in fd.dependencies:
-        _add_file(pool, dep)
+        add_file(pool, dep)
     fp = descriptor_pb2.FileDescriptorProto()
     fd.CopyToProto(fp)
     _add(pool, fp)
@@ -72,7 +73,7 @@ def add_infra_files(pool: descriptor_pool.DescriptorPool) -> None:
     """Health, both reflection versions and the google.rpc status files join `pool`,
     so that reflection can describe every service listed and every error detail sent."""
     for module in (health_pb2, rpb, status_pb2, error_details_pb2):
-        _add_file(pool, module.DESCRIPTOR)
+        add_file(pool, module.DESCRIPTOR)
     _add(pool, v1_file_proto())
 
 

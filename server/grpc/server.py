@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ..contract.decoding import Decoder
 from ..protobuf.descriptors import ServiceProto, locked_service_proto
 from ..protobuf.messages import APIMessages
+from ..runtime.hosted import Hosted
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
@@ -79,7 +80,9 @@ _HANDLER_KINDS = {
 def generic_handler(proto: ServiceProto, runtime: ServiceRuntime,
                     envelope: GrpcEnvelope) -> grpc.GenericRpcHandler:
     """Every API of the service as a method of its gRPC service, through `envelope`
-    (one answer: `unary`; a stream of answers: `stream`; a streamed input on either)."""
+    (one answer: `unary`; a stream of answers: `stream`; a streamed input on either).
+    The routes hold the APIs' plans, which outlive `runtime` (model control), and
+    carry the APIs' public names (their metrics labels)."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for name, messages in proto.messages.items():
         path = proto.method_names[name]
@@ -88,7 +91,8 @@ def generic_handler(proto: ServiceProto, runtime: ServiceRuntime,
         plan = runtime.plan(name)
         if plan.streams_in:
             read = streamed_read(plan, read)
-        route = envelope.route(GrpcRoute(name, plan, read, write), method, path)
+        route = envelope.route(GrpcRoute(runtime.public(name), plan, read, write), method,
+                               path)
         streams_out = messages.api.output.stream
         handlers[method] = _HANDLER_KINDS[plan.streams_in, streams_out](
             functools.partial(envelope.stream if streams_out else envelope.unary, route))
@@ -123,16 +127,22 @@ class ExtraService:
 
 
 class GrpcServer:
-    """A grpc.aio server carrying one service, health and reflection (and `extra`
-    services beside it)."""
+    """A grpc.aio server carrying the server's services (one, or several: each its own
+    gRPC service), health and reflection (and `extra` services beside them)."""
 
-    def __init__(self, runtime: ServiceRuntime, settings: Settings | None = None,
+    def __init__(self, services: ServiceRuntime | Sequence[Hosted],
+                 settings: Settings | None = None,
                  interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
                  extra: Sequence[ExtraService] = ()) -> None:
-        self.runtime = runtime
-        self.settings = settings or runtime.settings
+        hosted = ([Hosted.of(services)] if isinstance(services, ServiceRuntime)
+                  else list(services))
+        self.runtime = hosted[0].runtime
+        self.settings = settings or hosted[0].settings
         # Numbered as the published contract says, when serving with --proto-lock.
-        self.proto = locked_service_proto(runtime.spec, self.settings.proto_lock)
+        protos = [locked_service_proto(h.spec, self.settings.proto_lock) for h in hosted]
+        #: The first service's contract; `protos`: every service's, by gRPC service name.
+        self.proto = protos[0]
+        self.protos = {p.spec.grpc_service_name: p for p in protos}
         self.health = _Health(self.settings.workers)
         options = [
             ("grpc.max_receive_message_length", self.settings.max_request_size),
@@ -142,20 +152,28 @@ class GrpcServer:
         ]
         self.server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
         #: What every call of every service here goes through.
-        self.envelope = GrpcEnvelope(runtime, log)
+        self.envelope = GrpcEnvelope(self.runtime, log)
         self.server.add_generic_rpc_handlers((
-            generic_handler(self.proto, runtime, self.envelope),
+            *(generic_handler(p, h.runtime, self.envelope) for p, h in zip(protos, hosted,
+                                                                          strict=True)),
             *(e.handler(self.envelope) for e in extra)))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.add_infra_files(self.proto.pool)
+        # One pool describes every service here: the one service's own, or a new one
+        # holding each service's file (their shared imports once).
+        pool = self.proto.pool
+        if len(protos) > 1:
+            pool = descriptor_pool.DescriptorPool()
+            for proto in protos:
+                reflection.add_file(pool, proto.pool.FindFileByName(proto.file_name))
+        reflection.add_infra_files(pool)
         for service in extra:
-            service.add_files(self.proto.pool)
+            service.add_files(pool)
         #: What readiness (health "" and each of these) reports.
-        self.served = (self.proto.spec.grpc_service_name, *(e.name for e in extra))
+        self.served = (*self.protos, *(e.name for e in extra))
         names = (*self.served, health.SERVICE_NAME, reflection.V1, reflection.V1ALPHA)
-        self.server.add_generic_rpc_handlers(reflection.ReflectionServicer(
-            self.proto.pool, names,
-            {self.proto.file_name: self.proto.file_proto.SerializeToString()}).handlers())
+        self.reflection = reflection.ReflectionServicer(
+            pool, names, {p.file_name: p.file_proto.SerializeToString() for p in protos})
+        self.server.add_generic_rpc_handlers(self.reflection.handlers())
         self.port: int | None = None
 
     def bind(self, host: str, port: int,

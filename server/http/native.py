@@ -80,7 +80,7 @@ class NativeSteps:
         """The route the envelope serves: these steps, chosen once for the API."""
         api = self.api
         route = HttpRoute(
-            api.name, self.plan, self.read, self.answer,
+            self.runtime.public(api.name), self.plan, self.read, self.answer,
             stream=self.stream if api.output.stream else None,
             plain_length=None if self._not_plain else self.plain_length,
             decode_json=None if self._not_plain else self.decoder.json_decoder(),

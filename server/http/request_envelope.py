@@ -36,7 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from ..context import Context, Headers, RequestInfo
-from ..errors import Cancelled, ServiceUnavailable, TensorwireError, as_error
+from ..errors import Cancelled, TensorwireError, as_error
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
@@ -107,6 +107,8 @@ class HttpEnvelope:
     every API request of one worker (see the module docstring)."""
 
     def __init__(self, runtime: ServiceRuntime) -> None:
+        """`runtime`: any runtime of the server (they share its admission and tracing);
+        each route's own plan says whether its API is ready and runs its calls."""
         self.runtime = runtime
         self.admission = runtime.admission
         self.tracing = runtime.tracing
@@ -153,7 +155,7 @@ class HttpEnvelope:
         ready), recorded as answered; None to admit it."""
         admission = self.admission
         if not (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
-                or not self.runtime.ready):
+                or not route.plan.ready):
             return None
         return self._refusal(route, request)[0]
 
@@ -163,7 +165,7 @@ class HttpEnvelope:
         plan needs one) and tracing span."""
         start = self.admission.enter(route.series)
         info = request_info(route.name, request)
-        ctx = self.runtime.context(info) if route.plan.needs_context else None
+        ctx = route.plan.context(info) if route.plan.needs_context else None
         return start, info, ctx, self.tracing.start(info) if self.tracing is not None else None
 
     def end(self, route: HttpRoute, start: float, status: int, received: int, sent: int,
@@ -184,7 +186,7 @@ class HttpEnvelope:
         One coroutine frame on purpose: each extra layer on this path cost about a
         microsecond a request in bench/http_json.py (bare aiohttp's handler has two).
         """
-        admission, runtime, tracing = self.admission, self.runtime, self.tracing
+        admission, tracing = self.admission, self.tracing
         enter, leave = admission.enter, admission.leave
         plan, name, series = route.plan, route.name, route.series
         read, stream, answer = route.read, route.stream, route.answer
@@ -196,14 +198,12 @@ class HttpEnvelope:
         needs_context = plan.needs_context
         #: whether a request makes its RequestInfo up front (for its Context or span)
         prelude = needs_context or tracing is not None
-        run = plan.run
-        scope = plan.scope
         failure = self.failure
         clock, timed = perf_counter, route.timed
 
         async def handle(request: web.Request) -> web.StreamResponse:
             if (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
-                    or not runtime.ready):
+                    or not plan.ready):
                 return self._refuse(route, request)
             received = plain_length(request) if plain_length is not None else -1
             start = enter(series)
@@ -216,14 +216,14 @@ class HttpEnvelope:
                 if prelude:
                     info = request_info(name, request)
                     if needs_context:
-                        ctx = runtime.context(info)
+                        ctx = plan.context(info)
                     if tracing is not None:
                         span = tracing.start(info)
                 if received >= 0:  # a plain JSON object, read straight from its bytes
                     kwargs = decode_json(await request.read())  # type: ignore[misc]
                 else:
                     received = request.content_length or 0
-                    kwargs, kept = await read(request, scope if ctx is None else ctx)
+                    kwargs, kept = await read(request, plan.scope if ctx is None else ctx)
                 if span is not None:
                     span.decoded()
                 if stream is not None:
@@ -231,7 +231,7 @@ class HttpEnvelope:
                     return resp
                 if timed:
                     ran = clock()
-                finished, value = run(kwargs, ctx, None)
+                finished, value = plan.run(kwargs, ctx, None)
                 result = value if finished else await value
                 if timed:
                     done = clock()
@@ -281,6 +281,6 @@ class HttpEnvelope:
                  ) -> tuple[TensorwireError, RequestInfo]:
         """What refuses a request now (recorded as answered), with its RequestInfo."""
         info = request_info(route.name, request)
-        error = self.admission.refusal() or ServiceUnavailable("the service is not ready")
+        error = self.admission.refusal() or route.plan.refusal
         self.admission.refused("http", route.name, info, error)
         return error, info

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import v1
+from .. import inference, v1
 from ..contract.options import read_service_options
 from ..http.schema import openapi
 from ..runtime.service import InitFailure
@@ -27,6 +27,7 @@ from ..telemetry import logs, tracing
 from ..version import __version__
 from . import loops
 from .contract import lock_problem, proto_command
+from .hosting import load_specs, placed, service_entries
 from .loader import ImportFailure, LoadError, failure_report, load_service, source_dir
 from .ports import BindError
 from .reload import Reloader
@@ -105,6 +106,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     parser, commands = _build()
     args, unknown = parser.parse_known_args(argv)
+    if args.command == "serve" and unknown:  # targets after options: still targets
+        targets = [a for a in unknown if not a.startswith("-")]
+        if targets and len(targets) == len(unknown):
+            args.service = [*(args.service or ()), *targets]
+            unknown = []
     if unknown:
         command = commands[args.command]
         known = [flag for action in command._actions for flag in action.option_strings]
@@ -152,14 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Load, layer the service's own options under the operator's settings, serve."""
+    """Load, layer the (first) service's own options under the operator's settings,
+    serve."""
     flags = flag_values(args)
     try:
         explicit = explicit_values(flags, config_file=args.config)
         operator = load_settings(flags, config_file=args.config)
-        if not operator.service:
+        entries = service_entries(operator)
+        if not entries:
             raise LoadError("name the service: tensorwire serve MODULE:Class (or set "
-                            "TENSORWIRE_SERVICE)")
+                            "TENSORWIRE_SERVICE, or [[services]] in the config file)")
     except (ConfigError, LoadError) as exc:
         _error(str(exc))
         return EXIT_USAGE
@@ -174,11 +182,13 @@ def _serve(args: argparse.Namespace) -> int:
         if (problem := _tls_problem(operator)) is not None:
             _error(problem)
             return EXIT_USAGE
-        return _reload(operator, set(explicit))
+        return _reload(operator, set(explicit), entries[0].target)
     try:
-        spec = load_service(operator.service)
+        specs = load_specs(entries)
+        spec = specs[0]
         options = read_service_options(spec.config, spec.cls.__qualname__)
         settings = load_settings(flags, config_file=args.config, service=options.settings)
+        services = placed(specs, service_entries(settings), settings)
     except ImportFailure as exc:
         log.error("%s", failure_report(exc))
         return EXIT_FAILED
@@ -190,10 +200,16 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path, why in options.ignored:
         log.warning("@service option %s is ignored: %s", path, why)
-    problem = lock_problem(spec, settings.proto_lock) if settings.grpc else None
-    if problem is not None:  # before any worker starts: one clear line, exit 2
-        _error(problem)
-        return EXIT_USAGE
+    for other in specs[1:]:
+        for path in read_service_options(other.config, other.cls.__qualname__).settings:
+            log.warning("@service option %s of %s is ignored: the first service's set the "
+                        "server; give a service its own threads, request_timeout or "
+                        "batch_queue_items in its [[services]] table", path, other.name)
+    for other in specs if settings.grpc else ():
+        problem = lock_problem(other, settings.proto_lock)
+        if problem is not None:  # before any worker starts: one clear line, exit 2
+            _error(problem)
+            return EXIT_USAGE
     try:
         tracing.require(settings)
     except tracing.TracingUnavailable as exc:
@@ -208,7 +224,7 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         return Supervisor(settings).run()
     try:
-        loops.run(serve_forever(spec, settings), settings.loop)
+        loops.run(serve_forever(services, settings), settings.loop)
     except tracing.TracingUnavailable as exc:  # e.g. OTEL_TRACES_EXPORTER names no exporter
         _error(str(exc))
         return EXIT_USAGE
@@ -224,8 +240,6 @@ def _serve(args: argparse.Namespace) -> int:
 def _oip_proto(out: str | None) -> int:
     """`tensorwire proto --oip`: the .proto of `inference.GRPCInferenceService` for
     clients to compile (printed, or written with the file it imports)."""
-    from .. import inference  # the protocol's vocabulary: only this command loads it
-
     if out is None:
         sys.stdout.write(inference.proto_source())
         return 0
@@ -259,7 +273,7 @@ def _loop_problem(settings: Settings) -> str | None:
     return None
 
 
-def _reload(operator: Settings, explicit: set[str]) -> int:
+def _reload(operator: Settings, explicit: set[str], first: str) -> int:
     """`--reload`: one worker process, restarted on every change to the service's folder.
 
     The service is not imported here: the worker imports it (and applies its @service
@@ -269,7 +283,7 @@ def _reload(operator: Settings, explicit: set[str]) -> int:
         _error("--reload runs one worker (it is for development); drop --workers")
         return EXIT_USAGE
     try:
-        folder = source_dir(operator.service)
+        folder = source_dir(first)
     except LoadError as exc:
         _error(str(exc))
         return EXIT_USAGE

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from ..settings import Settings
+from .hosting import describe
 from .supervisor import EXIT_STARTUP, describe_exit, start_worker
 
 log = logging.getLogger("tensorwire.reload")
@@ -140,7 +141,7 @@ class Reloader:
                 if self._proc is not proc:
                     return  # replaced before it was ready
             if _listening(s.host, port):
-                log.info("tensorwire reload: serving %s: %s", s.service, where(s))
+                log.info("tensorwire reload: serving %s: %s", describe(s), where(s))
                 return
             time.sleep(ANNOUNCE_POLL)
 

@@ -1,6 +1,11 @@
-"""Serving one service in one process: HTTP and gRPC on one event loop.
+"""Serving a server's services in one process: HTTP and gRPC on one event loop.
 
-Start-up: load the service (model) once, bind both ports, then report ready. Shutdown
+A server holds one service or several (`tensorwire serve a:A b:B`); each has its own
+runtime (its instance, threads, batchers: `tensorwire.runtime.hosted`), and they share
+one HTTP app, one gRPC server and one admission gate, so `max_concurrency` and the drain
+count every request of the worker, whichever service it calls.
+
+Start-up: load the services (models) once, bind both ports, then report ready. Shutdown
 (SIGTERM/SIGINT): readiness drops first (/readyz 503, health NOT_SERVING) while the
 ports stay open, so probes and load balancers see it; new API requests are refused
 (503 / UNAVAILABLE); in-flight ones, streams included, get `graceful_timeout` seconds;
@@ -17,6 +22,7 @@ import contextlib
 import gc
 import logging
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -28,11 +34,14 @@ from ..grpc.server import ExtraService
 from ..http import create_app
 from ..http.aiohttp_compat import site_sockets
 from ..http.connections import runner as http_runner
+from ..runtime.admission import Admission
+from ..runtime.hosted import Hosted, Placement
 from ..runtime.service import ServiceRuntime
 from ..security.grpc import interceptors
 from ..security.http import secure_app
 from ..security.tls import grpc_credentials, http_context
 from ..settings import Settings
+from ..telemetry.tracing import Tracing
 from ..v2 import Repository, V2Routes, V2Servicer
 from . import loops
 from .https_site import HTTPSSite
@@ -53,12 +62,27 @@ class Bound:
 
 
 class Server:
-    """Both transports of one service, started and stopped together."""
+    """Both transports of the server's services, started and stopped together.
 
-    def __init__(self, spec: ServiceSpec, settings: Settings) -> None:
-        self.spec = spec
+    `services`: one service, or (service, `Placement`) pairs: each service's prefix,
+    own settings and whether it starts loaded, in the order they were named.
+    """
+
+    def __init__(self, services: ServiceSpec | Sequence[tuple[ServiceSpec, Placement]],
+                 settings: Settings) -> None:
+        placed = ([(services, Placement())] if isinstance(services, ServiceSpec)
+                  else list(services))
         self.settings = settings
-        self.runtime = ServiceRuntime(spec, settings)
+        #: The one gate of every request, whichever service it calls.
+        self.admission = Admission(settings)
+        self.tracing = Tracing.from_settings(settings, " + ".join(s.name for s, _ in placed),
+                                             self.admission.routes)
+        if self.tracing is not None:
+            self.admission.trace_id = self.tracing.trace_id
+        self.services = [Hosted(spec, settings, placement, self.admission, self.tracing)
+                         for spec, placement in placed]
+        #: The first service (the only one, usually).
+        self.spec = self.services[0].declared
         self._runner: web.AppRunner | None = None
         self._grpc = None
         self.bound = Bound(None, None)
@@ -73,13 +97,13 @@ class Server:
                 check_free("HTTP", s.host, s.http_port)
             if s.grpc:
                 check_free("gRPC", s.host, s.grpc_port)
-        await self.runtime.start()
-        # The Open Inference Protocol on both ports, over the same runtime: the same
+        await self._load_services()
+        # The Open Inference Protocol on both ports, over the same runtimes: the same
         # admission, limits, batching and security as the native routes.
-        v2 = Repository(self.runtime) if s.v2 else None
+        v2 = Repository(self.services) if s.v2 else None
         if s.http:
             routes = [V2Routes(v2, s).install] if v2 is not None else []
-            app = create_app(self.runtime, s, routes=routes)
+            app = create_app(self.services, s, routes=routes)
             secure_app(app, s)
             # The drain waits for API requests itself; closing then only needs a moment.
             # handler_cancellation: a client that hangs up cancels its handler, as a
@@ -107,7 +131,7 @@ class Server:
         if s.grpc:
             extra = [ExtraService(inference.SERVICE_NAME, V2Servicer(v2).handler,
                                   inference.add_to_pool)] if v2 is not None else []
-            self._grpc = GrpcServer(self.runtime, s, interceptors(s), extra)
+            self._grpc = GrpcServer(self.services, s, interceptors(s), extra)
             try:
                 self.bound.grpc_port = self._grpc.bind(s.host, s.grpc_port,
                                                        grpc_credentials(s))
@@ -119,6 +143,26 @@ class Server:
             await self._grpc.set_serving(True)
         return self.bound
 
+    @property
+    def runtime(self) -> ServiceRuntime:
+        """The first service's runtime (the only one, usually)."""
+        return self.services[0].runtime
+
+    async def _load_services(self) -> None:
+        """Start every service that is to be loaded, in order; if one fails, those
+        started are closed again and the failure (InitFailure) goes on."""
+        started: list[Hosted] = []
+        try:
+            for service in self.services:
+                if service.wanted:
+                    await service.start()
+                    started.append(service)
+        except BaseException:
+            for service in started:
+                with contextlib.suppress(Exception):
+                    await service.close()
+            raise
+
     def request_stop(self) -> None:
         self._stop.set()
 
@@ -128,7 +172,7 @@ class Server:
     async def stop(self) -> None:
         """Graceful: readiness off, refuse new requests, let in-flight ones finish."""
         grace = self.settings.graceful_timeout
-        admission = self.runtime.admission
+        admission = self.admission
         admission.draining = True  # /readyz answers 503 from here on
         if self._grpc is not None:
             await self._grpc.set_serving(False)
@@ -145,10 +189,11 @@ class Server:
         if self._runner is not None:
             tasks.append(self._runner.cleanup())
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.runtime.close()
+        for service in self.services:
+            await service.close()
 
 
-def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
+def log_bound(name: str, settings: Settings, bound: Bound) -> None:
     scheme = "https" if settings.tls else "http"
     where = []
     if bound.http_port:
@@ -158,7 +203,7 @@ def log_bound(spec: ServiceSpec, settings: Settings, bound: Bound) -> None:
         where.append(f"gRPC on {settings.host}:{bound.grpc_port}" + (" (TLS)" if settings.tls
                                                                      else ""))
     # INFO, the default level: the normal start-up line must not read as trouble.
-    log.info("tensorwire serving %s: %s; loop %s", spec.name, "; ".join(where),
+    log.info("tensorwire serving %s: %s; loop %s", name, "; ".join(where),
              loops.running())
 
 
@@ -170,10 +215,12 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool = True,
+async def serve_forever(services: ServiceSpec | Sequence[tuple[ServiceSpec, Placement]],
+                        settings: Settings, *, announce: bool = True,
                         server: Server | None = None) -> None:
     """Serve until SIGTERM/SIGINT (or `server.request_stop()`), then drain and stop."""
-    server = server or Server(spec, settings)
+    server = server or Server(services, settings)
+    names = " + ".join(s.name for s in server.services)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
@@ -181,8 +228,8 @@ async def serve_forever(spec: ServiceSpec, settings: Settings, *, announce: bool
     bound = await server.start()
     settle_heap()
     if announce:
-        log_bound(spec, settings, bound)
+        log_bound(names, settings, bound)
     await server.wait()
-    log.info("tensorwire: shutting down %s (grace %gs)", spec.name,
+    log.info("tensorwire: shutting down %s (grace %gs)", names,
                 settings.graceful_timeout)
     await server.stop()

@@ -24,6 +24,8 @@ from ..settings import Settings
 
 ENV_PREFIX = "TENSORWIRE_"
 CONFIG_ENV = "TENSORWIRE_CONFIG"
+#: The config file's list of more services (`[[services]]`), and the command line's.
+SERVICES = "services"
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
@@ -151,10 +153,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     by_name = {o.name: o for o in options()}
     values: dict[str, Any] = {}
     for key, value in data.items():
+        if key == SERVICES:  # [[services]] tables, checked by tensorwire.ops.hosting
+            if not isinstance(value, list):
+                raise ConfigError(f"config file {path}: services: expected [[services]] "
+                                  "tables")
+            values[key] = value
+            continue
         opt = by_name.get(key)
         if opt is None:
             raise ConfigError(f"config file {path}: unknown setting {key!r} (known: "
-                              f"{', '.join(by_name)})")
+                              f"{', '.join([*by_name, SERVICES])})")
         try:
             values[key] = _from_toml(opt, value)
         except ValueError as exc:
@@ -216,8 +224,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per setting (`--name`, booleans `--name/--no-name`), all default None
     so that an absent flag leaves the lower layers' value."""
     for opt in options():
-        if opt.positional:
-            parser.add_argument(opt.name, nargs="?", default=None, metavar="TARGET",
+        if opt.positional:  # one or more targets: the first is `service`, the rest `services`
+            parser.add_argument(opt.name, nargs="*", default=None, metavar="TARGET",
                                 help=_escaped(f"{opt.help} (env {opt.env})"))
             continue
         helptext = _escaped(f"{opt.help} (env {opt.env}; default {_show(opt.default)})")
@@ -249,7 +257,16 @@ def _flag_type(opt: Option):
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, Any]:
-    return {o.name: getattr(args, o.name, None) for o in options()}
+    """The flags' values (None: not given). Targets on the command line are `service`
+    and, after it, `services`: together they replace the config file's."""
+    values = {o.name: getattr(args, o.name, None) for o in options()}
+    targets = [t for o in options() if o.positional for t in values[o.name] or ()]
+    for o in options():
+        if o.positional:
+            values[o.name] = targets[0] if targets else None
+    if targets:
+        values[SERVICES] = [{"target": t} for t in targets[1:]]
+    return values
 
 
 # -------------------------------------------------------------------------- docs

@@ -48,6 +48,7 @@ from prometheus_client import multiprocess
 from ..settings import Settings
 from ..telemetry.metrics import MULTIPROC_ENV
 from . import ports
+from .hosting import describe
 from .worker_status import StatusReader
 
 log = logging.getLogger("tensorwire.workers")
@@ -168,7 +169,7 @@ class Supervisor:
             where = [f"HTTP port {s.http_port}" if s.http else "",
                      f"gRPC port {s.grpc_port}" if s.grpc else ""]
             log.info("tensorwire supervising %d workers of %s on %s: %s", len(self.slots),
-                        s.service, s.host, ", ".join(w for w in where if w))
+                        describe(s), s.host, ", ".join(w for w in where if w))
             while not self._stopping:
                 self._wake.wait(POLL)
                 self._wake.clear()

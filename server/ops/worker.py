@@ -30,7 +30,8 @@ from ..runtime.service import InitFailure
 from ..settings import Settings
 from ..telemetry import logs
 from . import loops
-from .loader import ImportFailure, LoadError, failure_report, load_service
+from .hosting import load_specs, placed, service_entries
+from .loader import ImportFailure, LoadError, failure_report
 from .ports import BindError
 from .serve import Server, settle_heap
 from .supervisor import EXIT_STARTUP
@@ -84,18 +85,21 @@ async def _serve(settings: Settings, explicit: set[str] | None = None,
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.append, sig)
+    targets = settings.service or "the [[services]]"
     try:
-        spec = load_service(settings.service)
+        entries = service_entries(settings)
+        specs = load_specs(entries)
         if explicit is not None:
-            settings = _with_service_options(settings, spec, explicit)
+            settings = _with_service_options(settings, specs[0], explicit)
+        services = placed(specs, entries, settings)
     except ImportFailure as exc:
         return _cannot_start(status, failure_report(exc))
-    except (LoadError, TypeError, ValueError) as exc:
-        return _cannot_start(status, f"worker cannot load {settings.service}: {exc}")
+    except (LoadError, TypeError, ValueError) as exc:  # ConfigError: a clash, an entry
+        return _cannot_start(status, f"worker cannot load {targets}: {exc}")
     try:
-        server = Server(spec, settings)
+        server = Server(services, settings)
     except Exception as exc:  # e.g. tracing asked for without the otel extra
-        return _cannot_start(status, f"worker cannot serve {settings.service}: {exc}")
+        return _cannot_start(status, f"worker cannot serve {targets}: {exc}")
     await asyncio.sleep(0)  # run the handler of a signal that came while loading
     if stopping:
         log.info("worker stopped before it started serving")

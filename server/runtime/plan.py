@@ -21,6 +21,8 @@ from the descriptor, once:
   limit the awaitable raises `Expired`, which is a `DeadlineExceeded` (504 /
   DEADLINE_EXCEEDED) naming the limit;
 - `open(kwargs, ctx)`: a generator API's `Stream` (its per-chunk time limit included);
+- `ready` / `refusal`: whether the API takes calls now, and the error that refuses them
+  when it does not (the service not started yet, or unloaded).
 - `feed(raw, decode, scope)`: for an API whose input is a stream (`AsyncIterator[T]`),
   the arguments of a call whose elements the transport hands over one raw message at a
   time (`input_stream.Elements`: validated per element by `decode`, pulled only when
@@ -34,6 +36,12 @@ from the descriptor, once:
 `run` is a plain function returning a pair rather than a coroutine on purpose: a
 coroutine frame around every call cost about a microsecond a request
 (bench/instructions.py), a tenth of what tensorwire adds to a small request.
+
+A plan outlives the service instance it runs on: the routes of both transports hold it
+for the server's lifetime, and `bind` points it at a started `ServiceRuntime` (its
+instance, threads, batchers and limits), again after the service is unloaded and loaded
+(`unbind` refuses calls meanwhile). The envelopes read `ready`, `run` and `scope` from
+the plan per request, an attribute each.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contract.descriptor import APISpec
+from ..errors import ServiceUnavailable, TensorwireError
 from .chunk_stream import Stream
 from .eager import resumed
 from .input_stream import ElementDecoder, Elements, SyncElements
@@ -83,27 +92,54 @@ class CallScope:
 class RequestPlan:
     """The steps of one API's requests (see the module docstring)."""
 
-    __slots__ = ("_runtime", "api", "name", "needs_context", "run", "scope", "stream",
-                 "streams_in")
+    __slots__ = ("_runtime", "api", "name", "needs_context", "ready", "refusal", "run",
+                 "scope", "stream", "streams_in")
 
-    def __init__(self, api: APISpec, runtime: ServiceRuntime) -> None:
+    def __init__(self, api: APISpec, runtime: ServiceRuntime | None = None) -> None:
         self.api = api
         self.name = api.name
-        self._runtime = runtime
         #: Whether the API streams its output (a generator): `open`, not `run`.
         self.stream = api.output.stream
         self.needs_context = api.context_param is not None or api.has_files
-        #: What a request decodes in when it has no Context.
-        self.scope = CallScope(runtime.settings.extra)
         #: Whether the API's input is a stream of elements (`feed`).
         self.streams_in = api.stream_input is not None
-        self.run: Run = (_no_run if self.stream else
-                         self._streamed_run() if self.streams_in else self._unary_run())
+        #: Whether calls are taken now; `refusal` answers them while not.
+        self.ready = False
+        self.refusal: TensorwireError = ServiceUnavailable("the service is not ready")
+        self._runtime: ServiceRuntime | None = None
+        #: What a request decodes in when it has no Context.
+        self.scope = CallScope({})
+        self.run: Run = _not_bound
+        if runtime is not None:
+            self.bind(runtime)
+
+    def bind(self, runtime: ServiceRuntime) -> None:
+        """Run calls on `runtime` (started: its methods are bound) from now on."""
+        self._runtime = runtime
+        self.scope = CallScope(runtime.settings.extra)
+        self.run = (_no_run if self.stream else
+                    self._streamed_run() if self.streams_in else self._unary_run())
+        self.ready = True
+
+    def unbind(self, refusal: TensorwireError | None = None) -> None:
+        """Take no more calls: each is answered `refusal` (by default "not ready")."""
+        self.ready = False
+        self.refusal = refusal or ServiceUnavailable("the service is not ready")
+
+    @property
+    def runtime(self) -> ServiceRuntime:
+        """The runtime calls run on (the last one bound)."""
+        assert self._runtime is not None, f"{self.name}: the plan was never bound"
+        return self._runtime
+
+    def context(self, info: Any) -> Context:
+        """A new request's Context, its temp dir from the runtime's pool."""
+        return self.runtime.context(info)
 
     def open(self, kwargs: dict[str, Any], ctx: Context | None) -> Stream:
         """Start a generator API's call (`ServiceRuntime.open_stream`); a streamed
         input waits for the client under the stream's watch, and closes with it."""
-        stream = self._runtime.open_stream(self.api, kwargs, ctx)
+        stream = self.runtime.open_stream(self.api, kwargs, ctx)
         if self.streams_in:
             inputs = kwargs[self.api.stream_input.name]  # type: ignore[union-attr]
             inputs.mark = stream.mark
@@ -117,7 +153,7 @@ class RequestPlan:
         (`raw`) validated one by one by `decode` in `scope` (see `input_stream`)."""
         field = self.api.stream_input
         assert field is not None, f"{self.name} takes no stream"
-        settings = self._runtime.settings
+        settings = self.runtime.settings
         elements = Elements(raw, decode, scope, field.name, settings.max_stream_elements,
                             settings.stream_idle_timeout)
         return {field.name: elements if self.api.is_async else SyncElements(elements)}
@@ -126,7 +162,7 @@ class RequestPlan:
     def _limit(self) -> Callable[[Remaining], float | None]:
         """The seconds a call may take: the server's limit, or the client's deadline
         when it is shorter."""
-        timeout = self._runtime.admission.timeout
+        timeout = self.runtime.timeout
 
         def limit_for(remaining: Remaining) -> float | None:
             deadline = remaining() if remaining is not None else None
@@ -137,7 +173,7 @@ class RequestPlan:
         return limit_for
 
     def _unary_run(self) -> Run:
-        api, runtime = self.api, self._runtime
+        api, runtime = self.api, self.runtime
         deadlines = runtime.deadlines
         limit_for = self._limit()
         if (api.is_async and not api.batchable and not api.output.codec.has_tensors
@@ -171,8 +207,8 @@ class RequestPlan:
         waits for the client's elements hold (a long, slow stream is never cut for
         the client's pace), and the stream closed when the call ends. The client's own
         deadline is its transport's to enforce (grpc.aio cancels the call at it)."""
-        work, deadlines = self._work(), self._runtime.deadlines
-        timeout = self._runtime.admission.timeout
+        work, deadlines = self._work(), self.runtime.deadlines
+        timeout = self.runtime.timeout
         name = self.api.stream_input.name  # type: ignore[union-attr]
 
         async def watched(kwargs: dict[str, Any], ctx: Context | None) -> Any:
@@ -200,13 +236,13 @@ class RequestPlan:
         """The method's own coroutine for validated arguments (and the Context where it
         declares one), with the argument layout decided once."""
         api = self.api
-        method = self._runtime.method(api.name)
+        method = self.runtime.method(api.name)
         if api.context_param is None:
             if api.is_root:  # the one input is positional (it may be positional-only)
                 root = api.root_field.name
                 return lambda kwargs, ctx: method(kwargs[root])
             return lambda kwargs, ctx: method(**kwargs)
-        layout = self._runtime.layout(api.name)
+        layout = self.runtime.layout(api.name)
 
         def with_context(kwargs: dict[str, Any], ctx: Context | None) -> Any:
             args, kw = layout(kwargs, ctx)
@@ -216,7 +252,7 @@ class RequestPlan:
 
     def _work(self) -> Callable[[dict[str, Any], Context | None], Any]:
         """What a call that does not finish in `run` awaits, by the API's kind."""
-        api, runtime = self.api, self._runtime
+        api, runtime = self.api, self.runtime
         tracing = runtime.tracing
         on_device = api.output.codec.has_tensors
         if api.batchable:  # the batch traces its own call and copies its own outputs
@@ -238,7 +274,7 @@ class RequestPlan:
 
     def _in_thread(self, on_device: bool) -> Callable[[dict[str, Any], Context | None], Any]:
         """A `def` method's call on the runtime's threads (`Handoff`)."""
-        api, runtime = self.api, self._runtime
+        api, runtime = self.api, self.runtime
         method, layout = runtime.method(api.name), runtime.layout(api.name)
         run_in_thread = runtime.handoff.run
         tracing = runtime.tracing
@@ -271,3 +307,7 @@ class RequestPlan:
 
 def _no_run(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining) -> Outcome:
     raise TypeError("a streaming API is started with RequestPlan.open, not run")
+
+
+def _not_bound(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining) -> Outcome:
+    raise ServiceUnavailable("the service is not ready")

@@ -56,28 +56,47 @@ class InitFailure(Exception):
 
 
 class ServiceRuntime:
-    """The live service: its instance, executor and readiness."""
+    """The live service: its instance, executor and readiness.
 
-    def __init__(self, spec: ServiceSpec, settings: Settings | None = None) -> None:
+    On a server with several services each has its own runtime (instance, threads,
+    batchers, time limit) and they share the server's `admission` and `tracing`; the
+    request `plans` of its APIs (`RequestPlan`) may be given, to outlive it (a service
+    unloaded and loaded again binds the same plans to a new runtime). `names` maps an
+    API's name to the name its metrics carry (the v2 model's: `iris.predict` under a
+    prefix).
+    """
+
+    def __init__(self, spec: ServiceSpec, settings: Settings | None = None, *,
+                 admission: Admission | None = None, tracing: Tracing | bool | None = True,
+                 plans: dict[str, RequestPlan] | None = None,
+                 names: Callable[[str], str] | None = None) -> None:
         self.spec = spec
         self.settings = settings or Settings()
+        #: Seconds an API method may run (None: no limit): this service's setting.
+        self.timeout: float | None = self.settings.request_timeout or None
+        self.public: Callable[[str], str] = names or (lambda name: name)
         #: The threads `def` methods (and generators, device transfers) run on.
         self.handoff = Handoff(self.settings.threads)
         #: Per-request temp directories (Context.temp_dir) of this worker.
         self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
         self.instance: Any = None
-        self.ready = False
+        self._ready = False
         #: The gate both transports pass: drain state, concurrency, metrics, access log.
-        self.admission = Admission(self.settings)
+        self.admission = admission if admission is not None else Admission(self.settings)
         self._methods: dict[str, Callable[..., Any]] = {}
         self._callers: dict[str, Callable[[dict[str, Any], Context], tuple[tuple, dict]]] = {}
         self._batchers: dict[str, Any] = {}
-        self._plans: dict[str, RequestPlan] = {}
+        self._plans: dict[str, RequestPlan] = plans if plans is not None else {
+            name: RequestPlan(api) for name, api in spec.apis.items()}
         self._deadlines = Deadlines()
         #: OpenTelemetry spans of requests; None (and nothing imported) when off.
-        self.tracing = Tracing.from_settings(self.settings, spec.name, self.admission.routes)
-        if self.tracing is not None:
-            self.admission.trace_id = self.tracing.trace_id
+        if tracing is True:  # its own (one service alone)
+            self.tracing = Tracing.from_settings(self.settings, spec.name,
+                                                 self.admission.routes)
+            if self.tracing is not None:
+                self.admission.trace_id = self.tracing.trace_id
+        else:
+            self.tracing = tracing or None
 
     async def start(self) -> None:
         """Instantiate the service class (model loading) off the event loop."""
@@ -90,7 +109,8 @@ class ServiceRuntime:
             self._callers[api.name] = _argument_layout(api)
             if api.batchable:
                 self._batchers[api.name] = self._batcher(api)
-        self._plans = {name: RequestPlan(api, self) for name, api in self.spec.apis.items()}
+        for plan in self._plans.values():
+            plan.bind(self)
         self.ready = True
 
     def _batcher(self, api: APISpec) -> Any:
@@ -108,10 +128,23 @@ class ServiceRuntime:
 
         observe = self.settings.extra.get("batch_observer")
         if observe is None and self.settings.metrics:
-            observe = metrics.batch_observer(api.name)
+            observe = metrics.batch_observer(self.public(api.name))
         return Batcher(api, invoke, to_host,
                        max_queue_items=self.settings.batch_queue_items or None,
                        observe=observe, tracing=self.tracing)  # type: ignore[arg-type]
+
+    @property
+    def ready(self) -> bool:
+        """Started and not closed. Setting it takes this runtime's plans in or out of
+        service with it (their calls are refused "not ready" while it is False)."""
+        return self._ready
+
+    @ready.setter
+    def ready(self, value: bool) -> None:
+        self._ready = value
+        for plan in self._plans.values():
+            if plan._runtime is self:  # not if a newer runtime took the plan over
+                plan.ready = value
 
     def batcher(self, name: str) -> Any:
         """The dispatcher of a batchable API (tests and metrics inspect it)."""
@@ -142,7 +175,7 @@ class ServiceRuntime:
     # ------------------------------------------------------------------ calls
     def plan(self, name: str) -> RequestPlan:
         """The request plan of the API `name` (see `tensorwire.runtime.plan`): every
-        transport runs its requests through it. Made at `start`."""
+        transport runs its requests through it. Bound to this runtime at `start`."""
         return self._plans[name]
 
     def method(self, name: str) -> Callable[..., Any]:
@@ -182,7 +215,7 @@ class ServiceRuntime:
         that declares no Context (a compiled handler's call).
         """
         method, args, kw = self._prepare(api, kwargs, ctx)
-        limit = self.admission.timeout
+        limit = self.timeout
         gen = method(*args, **kw)  # before the limit is registered: it may raise
         # One time-limit entry for the whole stream (`Deadlines.watch`): a chunk costs
         # two attribute writes on it, read by the sweeper, and no clock, timer or

@@ -42,9 +42,10 @@ class InputField:
 class V2Model:
     """The v2 face of one API: metadata, decoding of request tensors, encoding."""
 
-    def __init__(self, api: APISpec, version: str = VERSION) -> None:
+    def __init__(self, api: APISpec, version: str = VERSION, name: str | None = None) -> None:
         self.api = api
-        self.name = api.name
+        #: The API's name, or its service's prefix and it (`iris.predict`).
+        self.name = name or api.name
         self.version = version
         self.decoder = Decoder(api)
         self.fields = [InputField(f, f.codec.v2, f.codec.v2.input_names(f.name))

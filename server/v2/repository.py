@@ -15,6 +15,8 @@ from typing import Any
 from ..codecs import Scope
 from ..codecs.v2_facet import Tensor
 from ..errors import NotFound
+from ..runtime.hosted import Hosted
+from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..version import __version__
 from ..wire.oip import BINARY_EXTENSION
@@ -31,11 +33,33 @@ STATISTICS = "statistics"
 
 
 class Repository:
-    """The v2 models of one service: one per API, named after it."""
+    """The v2 models of the server's services: one per API, named after it (under its
+    service's prefix: `<prefix>.<api>`)."""
 
-    def __init__(self, runtime: ServiceRuntime) -> None:
-        self.runtime = runtime
-        self.models = {api.name: V2Model(api) for api in runtime.spec.apis.values()}
+    def __init__(self, services: ServiceRuntime | Sequence[Hosted]) -> None:
+        hosted = ([Hosted.of(services)] if isinstance(services, ServiceRuntime)
+                  else list(services))
+        #: The server's services, in the order they were named.
+        self.services = hosted
+        self.admission = hosted[0].runtime.admission
+        #: The server's settings (the first service's, which are the server's).
+        self.settings = hosted[0].settings
+        self.models: dict[str, V2Model] = {}
+        #: Model name -> (its service, its API's plan).
+        self._homes: dict[str, tuple[Hosted, RequestPlan]] = {}
+        for service in hosted:
+            for api in service.spec.apis.values():
+                name = service.public(api.name)
+                self.models[name] = V2Model(api, name=name)
+                self._homes[name] = (service, service.plans[api.name])
+
+    def plan(self, name: str) -> RequestPlan:
+        """The request plan of the model `name` (its API's)."""
+        return self._homes[name][1]
+
+    def service_of(self, name: str) -> Hosted:
+        """The service the model `name` belongs to."""
+        return self._homes[name][0]
 
     # ------------------------------------------------------------------ health
     @property
@@ -45,15 +69,18 @@ class Repository:
 
     @property
     def ready(self) -> bool:
-        """Ready for inference: started and not draining."""
-        return self.runtime.ready and not self.runtime.draining
+        """Ready for inference: every service that is to be loaded is, and the server
+        does not drain."""
+        return not self.admission.draining and all(
+            service.ready for service in self.services if service.wanted)
 
     def model_ready(self, model: V2Model) -> bool:
-        return self.ready and model.unsupported is None
+        return (not self.admission.draining and self.plan(model.name).ready
+                and model.unsupported is None)
 
     # ------------------------------------------------------------------ metadata
     def server_metadata(self) -> dict[str, Any]:
-        extensions = [*EXTENSIONS, *((STATISTICS,) if self.runtime.settings.metrics else ())]
+        extensions = [*EXTENSIONS, *((STATISTICS,) if self.settings.metrics else ())]
         return {"name": SERVER_NAME, "version": __version__, "extensions": extensions}
 
     def config(self, name: str, version: str | None = None) -> dict[str, Any]:
@@ -64,7 +91,7 @@ class Repository:
                    ) -> dict[str, Any]:
         """Triton's statistics of one model, or of every model when `name` is empty
         (`tensorwire.v2.statistics`)."""
-        if not self.runtime.settings.metrics:
+        if not self.settings.metrics:
             raise metrics_off()
         models = [self.model(name, version)] if name else list(self.models.values())
         return {"model_stats": statistics(models)}
@@ -85,12 +112,14 @@ class Repository:
         index): an API the protocol cannot carry is listed with the reason."""
         out = []
         for model in self.models.values():
+            ready = self.model_ready(model)
             entry = {"name": model.name, "version": model.version,
-                     "state": "READY" if self.model_ready(model) else "UNAVAILABLE"}
+                     "state": "READY" if ready else "UNAVAILABLE"}
             if model.unsupported is not None:
                 entry["reason"] = model.unsupported
-            elif not self.ready:
-                entry["reason"] = "the server is not ready"
+            elif not ready:
+                entry["reason"] = (self.admission.refusal()
+                                   or self.plan(model.name).refusal).message
             out.append(entry)
         return out
 

@@ -66,7 +66,6 @@ class V2Routes:
 
     def __init__(self, repository: Repository, settings: Settings) -> None:
         self.repository = repository
-        self.runtime = repository.runtime
         self.max_size = settings.max_request_size
         #: Each model's infer handler, made by the app's envelope (`install`).
         self.handlers: dict[str, Handler] = {}
@@ -76,7 +75,7 @@ class V2Routes:
         goes through the app's one envelope, as the native routes do."""
         self.handlers = {
             name: envelope.handler(envelope.route(model_route(
-                self.repository, model, self.runtime.plan(name), self.max_size)))
+                self.repository, model, self.repository.plan(name), self.max_size)))
             for name, model in self.repository.models.items()}
         router.add_get("/v2", json_errors(self.server_metadata))
         router.add_get("/v2/health/live", json_errors(self.live))

@@ -59,7 +59,6 @@ class V2Servicer:
 
     def __init__(self, repository: Repository) -> None:
         self.repository = repository
-        self.runtime = repository.runtime
         #: Each model's `ModelInfer`, and its answers within Triton's stream.
         self.routes: dict[str, GrpcRoute] = {}
         self.stream_routes: dict[str, GrpcRoute] = {}
@@ -71,9 +70,9 @@ class V2Servicer:
         self.envelope = envelope
         models = self.repository.models.items()
         self.routes = {name: envelope.route(model_route(
-            self.repository, model, self.runtime.plan(name))) for name, model in models}
+            self.repository, model, self.repository.plan(name))) for name, model in models}
         self.stream_routes = {name: envelope.route(model_route(
-            self.repository, model, self.runtime.plan(name), streamed=True))
+            self.repository, model, self.repository.plan(name), streamed=True))
             for name, model in models}
         unary = grpc.unary_unary_rpc_method_handler
         methods = {

@@ -38,6 +38,8 @@ class RunningServer:
     runtime: Any = None
     #: The in-thread server's event loop (None for CLI subprocesses).
     loop: Any = None
+    #: The in-thread server itself (`tensorwire.ops.serve.Server`).
+    server: Any = None
     process: subprocess.Popen | None = None
     logs: list[str] = field(default_factory=list)
 
@@ -59,9 +61,14 @@ class RunningServer:
         return "".join(self.logs)
 
 
-def start_in_thread(service: type, **settings: Any) -> RunningServer:
-    """Run the service's Server on its own event loop in a daemon thread."""
-    spec = tensorwire.get_service_spec(service)
+def start_in_thread(service: type | list[tuple[type, Any]], **settings: Any) -> RunningServer:
+    """Run the service's Server on its own event loop in a daemon thread (`service`: a
+    class, or several as (class, `Placement`) pairs)."""
+    if isinstance(service, list):
+        served: Any = [(tensorwire.get_service_spec(c), p) for c, p in service]
+        spec = served[0][0]
+    else:
+        served = spec = tensorwire.get_service_spec(service)
     opts = {"http_port": 0, "grpc_port": 0, "graceful_timeout": 2.0, **settings}
     s = Settings(**{k: v for k, v in opts.items() if k in Settings.__dataclass_fields__})
     s.extra.update({k: v for k, v in opts.items() if k not in Settings.__dataclass_fields__})
@@ -73,7 +80,7 @@ def start_in_thread(service: type, **settings: Any) -> RunningServer:
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        server = Server(spec, s)
+        server = Server(served, s)
         box["server"] = server
 
         async def main() -> None:
@@ -103,11 +110,12 @@ def start_in_thread(service: type, **settings: Any) -> RunningServer:
 
     bound = box["bound"]
     return RunningServer(bound.http_port, bound.grpc_port, spec=spec, stop_fn=stop,
-                         runtime=box["server"].runtime, loop=loop)
+                         runtime=box["server"].runtime, loop=loop, server=box["server"])
 
 
 @contextlib.contextmanager
-def serving(service: type, **settings: Any) -> Iterator[RunningServer]:
+def serving(service: type | list[tuple[type, Any]], **settings: Any
+            ) -> Iterator[RunningServer]:
     server = start_in_thread(service, **settings)
     try:
         yield server

@@ -31,4 +31,16 @@ def test_a_bad_flag_after_proto_shows_protos_usage(capsys):
 
 def test_good_command_lines_still_parse():
     args = parse(["serve", "m:C", "--http-port", "3001", "--no-grpc"])
-    assert (args.service, args.http_port, args.grpc) == ("m:C", 3001, False)
+    assert (args.service, args.http_port, args.grpc) == (["m:C"], 3001, False)
+
+
+def test_several_targets_are_the_service_and_the_services_after_it():
+    from tensorwire.ops.sources import flag_values
+
+    values = flag_values(parse(["serve", "a:A", "iris=b:B", "--no-grpc"]))
+    assert values["service"] == "a:A"
+    assert values["services"] == [{"target": "iris=b:B"}]
+    one = flag_values(parse(["serve", "a:A"]))
+    assert (one["service"], one["services"]) == ("a:A", [])  # replaces the config's list
+    none = flag_values(parse(["serve", "--no-grpc"]))
+    assert none["service"] is None and "services" not in none

@@ -54,7 +54,8 @@ def repository(runtime: ServiceRuntime) -> Repository:
 
 def test_one_model_per_api_named_after_it(repository: Repository) -> None:
     assert list(repository.models) == ["stats", "ticks"]
-    assert repository.models["stats"].api is repository.runtime.spec.apis["stats"]
+    assert repository.models["stats"].api is repository.service_of("stats").spec.apis["stats"]
+    assert repository.plan("stats") is repository.service_of("stats").runtime.plan("stats")
 
 
 def test_server_metadata_names_the_server_and_its_binary_extension(
@@ -87,7 +88,7 @@ def test_the_index_gives_each_model_s_state_and_why(repository: Repository,
     runtime.admission.draining = True
     stats, ticks = repository.index()
     assert stats == {"name": "stats", "version": "1", "state": "UNAVAILABLE",
-                     "reason": "the server is not ready"}
+                     "reason": "the server is shutting down; retry on another instance"}
     assert ticks["reason"].startswith("it streams")  # its own reason comes first
 
 
