@@ -89,6 +89,32 @@ class Decoder:
             return lambda values: decode_root(values.get(root, MISSING))
         return self._bound(json=False)
 
+    def element_decoder(self) -> Callable[[Any], dict[str, Any]]:
+        """One value of the API's only input (an element of a streamed input, as a
+        message's body gave it) -> the validated arguments of a one-value request: JSON
+        text validated straight from its bytes by the field's own validator (not the
+        model's, which would take it as a whole body), any other value by the model's;
+        an empty body (`MISSING`) as the input left out."""
+        if self._root is not None:
+            return self.decode_root
+        (field,) = self.api.fields
+        name, python = field.name, self.read_values_decoder()
+        adapter = self._adapters()[name]
+        walk = name in self._walk or self._walk_all
+
+        def decode(value: Any) -> dict[str, Any]:
+            if type(value) is not JsonText:
+                return python({} if value is MISSING else {name: value})
+            try:
+                validated = adapter.validate_json(value.data)
+            except ValidationError as exc:
+                raise invalid_argument(exc, prefix=(name,)) from None
+            if walk:
+                _refuse_nonfinite((name,), validated)
+            return {name: validated}
+
+        return decode
+
     def _bound(self, json: bool) -> Callable[[Any], dict[str, Any]]:
         """The model's validation as one closure: its validator called straight (what
         `model_validate[_json]` calls, less the Python frame around it), and the

@@ -108,3 +108,30 @@ def test_the_bound_decoders_call_the_models_validator_straight() -> None:
     assert decoder.read_values_decoder().__closure__ is not None
     held = {c.cell_contents for c in decoder.read_values_decoder().__closure__}
     assert APIS["features"].input_model.__pydantic_validator__.validate_python in held
+
+
+def test_an_elements_value_decodes_as_a_one_value_request() -> None:
+    """A streamed input's element (JSON text from a WebSocket message, or a value a
+    binary message gave) validates as the one-field request of that value would, with
+    the same errors; an empty message is the input left out."""
+    from tensorwire.codecs import MISSING, JsonText
+    from tests.support.stream_services import Streams
+
+    apis = tensorwire.get_service_spec(Streams).apis
+    element = Decoder(apis["average"]).element_decoder()
+    values = element(JsonText(b'{"sensor": "a", "value": 2}'))
+    assert values == Decoder(apis["average"]).decode_values(
+        {"readings": JsonText(b'{"sensor": "a", "value": 2}')})
+    assert values["readings"].value == 2.0
+    with pytest.raises(TensorwireError) as info:
+        element(JsonText(b'{"sensor": "a", "value": 200}'))
+    assert info.value.detail[0]["loc"] == ["readings", "value"]
+    with pytest.raises(TensorwireError) as info:
+        element(JsonText(b'{"sensor": "a", "value": NaN}'))
+    with pytest.raises(TensorwireError) as info:
+        element(MISSING)
+    assert info.value.detail[0]["loc"] == ["readings"] and "required" in info.value.message
+    frames = Decoder(apis["total"]).element_decoder()
+    assert frames(JsonText(b"[1, 2]"))["frames"].tolist() == [1.0, 2.0]
+    upper = Decoder(apis["upper"]).element_decoder()  # a root input
+    assert upper("text") == {"words": "text"}
