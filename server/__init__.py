@@ -18,15 +18,29 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, validators
 from .context import Context
+from .contract import dependency as _dependency
+from .contract.dependency import Dependency
 from .contract.descriptor import ServiceSpec
 from .contract.iodescriptor import IODescriptor
-from .contract.sdk import api, get_service_spec, service
+from .contract.sdk import api, depends, get_service_spec, service
 from .version import __version__ as __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import AsyncClient, SyncClient
 
 _LAZY = {"SyncClient": "tensorwire.client", "AsyncClient": "tensorwire.client"}
+
+
+def _resolve_unplaced(dependency: Dependency, instance: Any) -> Any:
+    """An instance made by hand (no server placed its dependencies): resolved on first
+    use by `tensorwire.compose.standalone`, loaded only then (it starts services)."""
+    import importlib
+
+    standalone = importlib.import_module("tensorwire.compose.standalone")
+    return standalone.resolve(dependency, instance)
+
+
+_dependency.resolve_unplaced = _resolve_unplaced
 
 
 def __getattr__(name: str) -> Any:
@@ -41,10 +55,12 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AsyncClient",
     "Context",
+    "Dependency",
     "IODescriptor",
     "ServiceSpec",
     "SyncClient",
     "api",
+    "depends",
     "errors",
     "get_service_spec",
     "service",

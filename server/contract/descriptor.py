@@ -93,6 +93,10 @@ class APISpec:
     #: Root-input adapter: the one field's annotation, constraints included.
     root_adapter: TypeAdapter[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Its service declares dependencies (`tensorwire.depends`): the method may call
+    #: other services, so its requests carry what crosses such a call (the request's
+    #: headers, deadline and cancellation: `tensorwire.runtime.call_frame`).
+    composed: bool = False
 
     # ------------------------------------------------------------------ facts
     @property
@@ -139,6 +143,8 @@ class ServiceSpec:
     file_options: dict[str, str] = field(default_factory=dict)
     #: Free-form settings given to `@service(...)` (e.g. workers, traffic), kept for tools.
     config: dict[str, Any] = field(default_factory=dict)
+    #: Its `tensorwire.depends(...)` attributes by name (`contract.dependency`).
+    dependencies: dict[str, Any] = field(default_factory=dict)
 
     @property
     def grpc_service_name(self) -> str:

@@ -7,6 +7,7 @@ class is decorated (so contract errors surface at import) and attaches the resul
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -14,6 +15,7 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel
 
 from ..naming import snake
+from .dependency import dependencies_of, dependency
 from .descriptor import APISpec, ServiceSpec
 from .options import read_service_options
 from .signature import APIConfig, ContractError, read_api
@@ -88,9 +90,13 @@ def service(
                 raise TypeError(f"{klass.__qualname__}: {option} must be a non-empty string "
                                 f"without spaces, quotes or backslashes, got {value!r}")
         doc = klass.__doc__ or config.get("description")
+        dependencies = dependencies_of(klass)
+        if dependencies:  # every API may call them: its requests carry a call frame
+            apis = {name: dataclasses.replace(api, composed=True)
+                    for name, api in apis.items()}
         spec = ServiceSpec(name=svc_name, cls=klass, apis=apis, doc=doc,
                            proto_package=package, config=dict(config),
-                           file_options=file_options)
+                           file_options=file_options, dependencies=dependencies)
         setattr(klass, _SERVICE_ATTR, spec)
         return klass
 
@@ -155,6 +161,21 @@ def api(
     if func is not None:
         return mark(func)
     return mark
+
+
+def depends(on: type | None = None, *, url: str | None = None,
+            deployment: str | None = None, cluster: str | None = None) -> Any:
+    """Declare a dependency on another service, as a class attribute (BentoML's form).
+
+    `depends(Model)`: in-process when served together (the default), or wherever
+    `--dependency Model=grpc://host:port` places it; `depends(url="grpc://host:port")`:
+    a deployment elsewhere, untyped; `depends(on=Model, url=...)`: elsewhere, typed by
+    `Model`. Methods call it like the service: `self.model.classify(x=...)` from a
+    `def` API, `await self.model.to_async.classify(x=...)` from an `async def` one.
+    See `tensorwire.contract.dependency` and docs/guides/composing.md.
+    """
+    return dependency(on, url=url, deployment=deployment, cluster=cluster,
+                      spec_of=get_service_spec)
 
 
 def get_service_spec(obj: Any) -> ServiceSpec:

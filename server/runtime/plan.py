@@ -23,6 +23,10 @@ from the descriptor, once:
 - `open(kwargs, ctx)`: a generator API's `Stream` (its per-chunk time limit included);
 - `ready` / `refusal`: whether the API takes calls now, and the error that refuses them
   when it does not (the service not started yet, or unloaded).
+- for an API of a service with dependencies (`APISpec.composed`), a `CallFrame` per
+  call (`runtime.call_frame`): the request's Context, deadline and cancellation, current
+  while the method runs (its thread's too), for the dependency calls it makes; such a
+  request always has a Context, and no eager first step;
 - `feed(raw, decode, scope)`: for an API whose input is a stream (`AsyncIterator[T]`),
   the arguments of a call whose elements the transport hands over one raw message at a
   time (`input_stream.Elements`: validated per element by `decode`, pulled only when
@@ -53,6 +57,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract.descriptor import APISpec
 from ..errors import ServiceUnavailable, TensorwireError
+from ..telemetry.tracing import Tracing
+from . import call_frame
+from .call_frame import CallFrame
 from .chunk_stream import Stream
 from .eager import resumed
 from .input_stream import ElementDecoder, Elements, SyncElements
@@ -100,7 +107,7 @@ class RequestPlan:
         self.name = api.name
         #: Whether the API streams its output (a generator): `open`, not `run`.
         self.stream = api.output.stream
-        self.needs_context = api.context_param is not None or api.has_files
+        self.needs_context = api.context_param is not None or api.has_files or api.composed
         #: Whether the API's input is a stream of elements (`feed`).
         self.streams_in = api.stream_input is not None
         #: Whether calls are taken now; `refusal` answers them while not.
@@ -176,6 +183,8 @@ class RequestPlan:
         api, runtime = self.api, self.runtime
         deadlines = runtime.deadlines
         limit_for = self._limit()
+        if api.composed and not api.batchable:  # a batch serves many requests: no frame
+            return self._framed_run()
         if (api.is_async and not api.batchable and not api.output.codec.has_tensors
                 and runtime.tracing is None):
             call = self._coroutine()
@@ -198,6 +207,34 @@ class RequestPlan:
                 remaining: Remaining) -> Outcome:
             awaitable = work(kwargs, ctx)
             limit = limit_for(remaining)
+            return False, awaitable if limit is None else deadlines.run(limit, awaitable)
+
+        return run
+
+    def _framed_run(self) -> Run:
+        """`run` of a composed API: the call's `CallFrame` current while the method
+        runs (a `def` method's thread gets it with the copied context, `_in_thread`);
+        the request's cancellation cancels the inner calls its thread started."""
+        work, deadlines = self._work(), self.runtime.deadlines
+        limit_for = self._limit()
+        enter, leave = call_frame.enter, call_frame.leave
+
+        async def framed(kwargs: dict[str, Any], ctx: Context, frame: CallFrame) -> Any:
+            token = enter(frame)
+            try:
+                return await work(kwargs, ctx)
+            except asyncio.CancelledError:
+                frame.cancel()
+                raise
+            finally:
+                leave(token)
+
+        def run(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining
+                ) -> Outcome:
+            limit = limit_for(remaining)
+            assert ctx is not None, "a composed API's request always has a Context"
+            frame = CallFrame(ctx, limit, asyncio.get_running_loop())
+            awaitable = framed(kwargs, ctx, frame)
             return False, awaitable if limit is None else deadlines.run(limit, awaitable)
 
         return run
@@ -279,11 +316,14 @@ class RequestPlan:
         run_in_thread = runtime.handoff.run
         tracing = runtime.tracing
 
+        carried = tracing is not None or api.composed
+        in_context = Tracing.in_context
+
         def job_of(kwargs: dict[str, Any], ctx: Context | None) -> Any:
             args, kw = layout(kwargs, ctx)
             call = functools.partial(method, *args, **kw)
-            if tracing is not None:  # the method's own spans nest under the request
-                call = tracing.in_context(call)
+            if carried:  # the method's own spans nest under the request, its
+                call = in_context(call)  # dependency calls see the request's frame
             return run_in_thread(call)
 
         async def guarded(kwargs: dict[str, Any], ctx: Context | None) -> Any:

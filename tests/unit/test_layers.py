@@ -10,11 +10,14 @@ The layer order (lowest first; a module may import its own layer or any lower on
     protobuf  descriptors, message conversion, framing, .proto text
     telemetry logs, metrics
     runtime   the service runtime, admission, deadlines, batching
+    compose   services that call services (`tensorwire.depends`): the one server layer
+              that uses the client, for dependencies placed elsewhere
     http, grpc, v2      the transports (v2: the Open Inference Protocol on both ports)
     security  auth, CORS, TLS (ops installs them on the transports)
     ops       settings sources, serve, workers, CLI, probe
 
-The client sits beside the server: it may import base and wire, never a server layer.
+The client sits beside the server: it may import base and wire, never a server layer;
+of the server, only compose imports it.
 A module-level cycle is an error even within one layer. Function-level (deferred)
 imports are allowed only for heavy frameworks and optional extras, imported the first time
 they are used; anything else deferred is an error, so no deferred import can hide a cycle.
@@ -44,6 +47,7 @@ LAYERS: list[set[str]] = [
     {"protobuf"},
     {"telemetry"},
     {"runtime"},
+    {"compose"},
     {"http", "grpc", "v2"},
     {"security"},
     {"ops"},
@@ -148,7 +152,9 @@ def violations(graph: dict[str, list[Edge]]) -> list[str]:
                 if dst_layer != "client" and dst_layer not in CLIENT_MAY_USE:
                     found.append(f"{where}: the client may use only base and wire modules")
             elif dst_layer == "client":
-                found.append(f"{where}: the server never imports the client")
+                if src_layer != "compose":
+                    found.append(f"{where}: the server never imports the client (but "
+                                 "compose, for dependencies placed elsewhere)")
             elif RANK[dst_layer] > RANK[src_layer]:
                 found.append(f"{where}: {src_layer} is below {dst_layer}")
     return found
