@@ -9,10 +9,13 @@ file < environment < flags.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 MiB = 1024 * 1024
+#: One `dependencies` entry: a name, `=`, a URL of a scheme the client takes.
+_PLACED = re.compile(r"[A-Za-z][\w\-]*\s*=\s*(grpcs?|dns|https?)://?\S+")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
@@ -150,6 +153,13 @@ class Settings:
     #: command line's further targets, each with its own options
     #: (`tensorwire.ops.hosting`). Not a flag: it is the positional list's tail.
     services: list[dict[str, Any]] = field(default_factory=list)
+    #: Where the services' dependencies (`tensorwire.depends`) run when not in this
+    #: process (`tensorwire.compose.placement`): one `NAME=URL` each.
+    dependencies: list[str] = field(default_factory=list, metadata={
+        "help": "run a dependency elsewhere: NAME=URL (grpc://host:port, dns:///host:port "
+                "or http://host:port), NAME its service's name; repeat the flag (or "
+                "separate with commas); a dependency not named runs in this process",
+        "aliases": ("--dependency",), "metavar": "NAME=URL", "repeat": True})
     #: Free-form settings for extensions and tests (not exposed as flags).
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -185,6 +195,10 @@ class Settings:
             problems.append(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         if self.loop not in LOOPS:
             problems.append(f"loop must be one of {', '.join(LOOPS)}")
+        for entry in self.dependencies:
+            if not _PLACED.fullmatch(entry.strip()):
+                problems.append(f"dependencies: {entry!r} is not NAME=URL (e.g. "
+                                "Model=grpc://model:50051)")
         if self.log_format not in LOG_FORMATS:
             problems.append(f"log_format must be one of {', '.join(LOG_FORMATS)}")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..context import Context
+from ..contract import dependency
 from ..contract.descriptor import ServiceSpec
 from ..contract.sdk import get_service_spec
 from ..runtime.plan import RequestPlan
@@ -59,7 +60,11 @@ class Group:
                 self.composition.place(spec, handles)
                 runtime = ServiceRuntime(spec, self.settings)
                 self.runtimes[spec.cls] = runtime
-                await runtime.start()
+                token = self.composition.placing(spec, handles)
+                try:
+                    await runtime.start()
+                finally:
+                    dependency.placing.reset(token)
                 self.composition.settle(runtime.instance, handles)
         except BaseException:
             await self.close()

@@ -77,7 +77,7 @@ class Composition:
         self._remote: dict[tuple[str, str], RemoteBackend] = {}
         #: service class -> {attribute: ("local", spec) | ("remote", backend)}
         self._edges: dict[type, dict[str, tuple[str, Any]]] = {}
-        self._placed: list[type] = []
+        self._placed: list[tuple[type, Mapping[str, Any]]] = []
         used: set[str] = set()
         by_class: dict[type, ServiceSpec] = {s.cls: s for s in services}
         order: list[ServiceSpec] = []
@@ -154,17 +154,18 @@ class Composition:
         return out
 
     def place(self, spec: ServiceSpec, handles: Mapping[str, Any]) -> None:
-        """Give `spec`'s instances their handles: during its `__init__` (which may call
-        a dependency) through `contract.dependency.placed`, and as plain attributes of
-        the instance once made (`settle`). Call before the service starts."""
+        """Give `spec`'s instances made from now on their handles (see
+        `contract.dependency`); `placing` does it for the one about to start."""
         if not handles:
             return
-        held = dependency.placed.get(spec.cls)
-        if held is not None and held is not handles:
-            raise PlacementError(f"{spec.cls.__qualname__} is already served with its "
-                                 "dependencies placed by another server in this process")
-        dependency.placed[spec.cls] = handles
-        self._placed.append(spec.cls)
+        dependency.placed.setdefault(spec.cls, []).append(handles)
+        self._placed.append((spec.cls, handles))
+
+    @staticmethod
+    def placing(spec: ServiceSpec, handles: Mapping[str, Any]) -> Any:
+        """Make `handles` those of `spec`'s instance made in this context (the server's
+        start of it: `__init__` runs in the start's context); the token resets it."""
+        return dependency.placing.set({**(dependency.placing.get() or {}), spec.cls: handles})
 
     @staticmethod
     def settle(instance: Any, handles: Mapping[str, Any]) -> None:
@@ -175,8 +176,11 @@ class Composition:
 
     async def close(self) -> None:
         """Close the clients of remote dependencies; unplace the classes."""
-        for cls in self._placed:
-            dependency.placed.pop(cls, None)
+        for cls, handles in self._placed:
+            served = dependency.placed.get(cls, [])
+            served[:] = [h for h in served if h is not handles]
+            if not served:
+                dependency.placed.pop(cls, None)
         self._placed.clear()
         for backend in self._remote.values():
             await backend.close()

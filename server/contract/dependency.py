@@ -19,14 +19,18 @@ the table through which a server hands each instance its handles.
 Handles are plain attributes of the instance once it is served: the server puts them
 in the instance's `__dict__`, so `self.model` is an ordinary attribute read, not a
 descriptor call, on every request. While a server instantiates the class (its
-`__init__` may already call a dependency, to warm up) they are found through
-`placed`, keyed by the class. An instance made by hand, outside any server (a unit
-test, a notebook), resolves its dependencies on first access through the hook the
-package installs (`tensorwire.compose.standalone`), as BentoML's do.
+`__init__` may already call a dependency, to warm up), they are what it set in
+`placing` around the start (the class is made in the context of its start, which the
+thread that runs `__init__` gets); an instance made later (a service loaded again) finds
+them in `placed`, when one server in the process serves that class. An instance made by
+hand, outside any server (a unit test, a notebook), resolves its dependencies on first
+access through the hook the package installs (`tensorwire.compose.standalone`), as
+BentoML's do.
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,8 +42,11 @@ from .descriptor import ServiceSpec
 URL_SCHEMES = ("grpc", "grpcs", "dns", "http", "https")
 _URL = re.compile(r"(grpcs?|dns|https?)://?\S*")
 
-#: class -> {attribute: handle}, while a server instantiates that class (see module doc).
-placed: dict[type, Mapping[str, Any]] = {}
+#: class -> {attribute: handle} of the instances being made now (see the module doc).
+placing: contextvars.ContextVar[Mapping[type, Mapping[str, Any]] | None] = (
+    contextvars.ContextVar("tensorwire_placing", default=None))
+#: class -> the {attribute: handle} of each server in this process that serves it.
+placed: dict[type, list[Mapping[str, Any]]] = {}
 
 #: How an instance outside any server gets a handle (installed by `import tensorwire`).
 resolve_unplaced: Callable[[Dependency, Any], Any] | None = None
@@ -78,7 +85,15 @@ class Dependency:
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        handles = placed.get(type(instance))
+        cls = type(instance)
+        handles = (placing.get() or {}).get(cls)
+        if handles is None:
+            served = placed.get(cls, ())
+            if len(served) > 1:
+                raise RuntimeError(f"{self.where}: {len(served)} servers in this process "
+                                   "serve this class; an instance made outside their start "
+                                   "cannot tell whose dependencies it gets")
+            handles = served[0] if served else None
         if handles is not None and self.attribute in handles:
             handle = handles[self.attribute]
         elif resolve_unplaced is not None:

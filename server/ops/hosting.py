@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compose.placement import PlacementError
+from ..compose.serving import composition_of
 from ..contract.descriptor import ServiceSpec
 from ..runtime.hosted import Placement
 from ..settings import Settings
@@ -161,9 +163,14 @@ def load_specs(entries: list[ServiceEntry]) -> list[ServiceSpec]:
 def placed(specs: list[ServiceSpec], entries: list[ServiceEntry], settings: Settings
            ) -> list[tuple[ServiceSpec, Placement]]:
     """Each service with its placement under the server's final `settings` (raises
-    ConfigError for a clash)."""
+    ConfigError for a clash, or for dependencies that cannot be placed as the settings
+    say: `compose.placement`)."""
     out = [(spec, entry.placement(settings)) for spec, entry in zip(specs, entries,
                                                                      strict=True)]
+    try:
+        composition_of(specs, settings)
+    except PlacementError as exc:
+        raise ConfigError(str(exc)) from None
     problem = clash(out)
     if problem is not None:
         raise ConfigError(problem)

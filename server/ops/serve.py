@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from .. import inference
+from ..compose.serving import Dependencies
 from ..contract.descriptor import ServiceSpec
 from ..grpc import GrpcServer
 from ..grpc.server import ExtraService
@@ -83,6 +84,9 @@ class Server:
                          for spec, placement in placed]
         #: The first service (the only one, usually).
         self.spec = self.services[0].declared
+        #: Where the services' dependencies run, and the order the services start in.
+        self.dependencies = Dependencies(self.services, settings, self.admission,
+                                         self.tracing)
         self._runner: web.AppRunner | None = None
         self._grpc = None
         self.bound = Bound(None, None)
@@ -153,9 +157,11 @@ class Server:
         started are closed again and the failure (InitFailure) goes on."""
         started: list[Hosted] = []
         try:
-            for service in self.services:
+            for service in self.dependencies.order:  # dependencies first
                 if service.wanted:
+                    self.dependencies.before(service)
                     await service.start()
+                    self.dependencies.after(service)
                     started.append(service)
         except BaseException:
             for service in started:
@@ -191,6 +197,7 @@ class Server:
         await asyncio.gather(*tasks, return_exceptions=True)
         for service in self.services:
             await service.close()
+        await self.dependencies.close()
 
 
 def log_bound(name: str, settings: Settings, bound: Bound) -> None:

@@ -53,6 +53,8 @@ class Option:
     metavar: str | None = None
     #: Other flag names (`--port` for `--http-port`, as uvicorn and BentoML call it).
     aliases: tuple[str, ...] = ()
+    #: A list whose flag may be given several times, each adding to it.
+    repeat: bool = False
 
     @property
     def env(self) -> str:
@@ -87,7 +89,8 @@ def options() -> list[Option]:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         out.append(Option(f.name, kind, default, meta["help"], meta.get("choices"),
                           meta.get("positional", False), meta.get("secret", False),
-                          meta.get("metavar"), tuple(meta.get("aliases", ()))))
+                          meta.get("metavar"), tuple(meta.get("aliases", ())),
+                          meta.get("repeat", False)))
     return out
 
 
@@ -234,7 +237,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                                 default=None, help=helptext)
             continue
         parser.add_argument(opt.flag, *opt.aliases, dest=opt.name, default=None,
-                            choices=opt.choices,
+                            choices=opt.choices, action="extend" if opt.repeat else None,
                             type=_flag_type(opt), help=helptext,
                             metavar=None if opt.choices else (opt.metavar or opt.kind.upper()))
 

@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract.descriptor import APISpec
 from ..errors import ServiceUnavailable, TensorwireError
-from ..telemetry.tracing import Tracing
 from . import call_frame
 from .call_frame import CallFrame
 from .chunk_stream import Stream
@@ -213,7 +212,7 @@ class RequestPlan:
 
     def _framed_run(self) -> Run:
         """`run` of a composed API: the call's `CallFrame` current while the method
-        runs (a `def` method's thread gets it with the copied context, `_in_thread`);
+        runs (a `def` method's thread gets it with the context its job carries);
         the request's cancellation cancels the inner calls its thread started."""
         work, deadlines = self._work(), self.runtime.deadlines
         limit_for = self._limit()
@@ -316,14 +315,11 @@ class RequestPlan:
         run_in_thread = runtime.handoff.run
         tracing = runtime.tracing
 
-        carried = tracing is not None or api.composed
-        in_context = Tracing.in_context
-
         def job_of(kwargs: dict[str, Any], ctx: Context | None) -> Any:
             args, kw = layout(kwargs, ctx)
             call = functools.partial(method, *args, **kw)
-            if carried:  # the method's own spans nest under the request, its
-                call = in_context(call)  # dependency calls see the request's frame
+            if tracing is not None:  # the method's own spans nest under the request
+                call = tracing.in_context(call)
             return run_in_thread(call)
 
         async def guarded(kwargs: dict[str, Any], ctx: Context | None) -> Any:

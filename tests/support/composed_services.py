@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel
 
 import tensorwire
+from tensorwire.errors import ServiceUnavailable
 from tensorwire.validators import DType, Shape
 
 Rows = t.Annotated[np.ndarray, Shape((-1, 4)), DType("float32")]
@@ -112,8 +113,13 @@ class Pipeline:
     model = tensorwire.depends(Model)
 
     def __init__(self) -> None:
-        # A dependency is usable in __init__ already (a warm-up call).
-        self.warm = float(self.model.classify(x=np.ones((1, 4), np.float32))[0])
+        # A dependency is usable in __init__ already (a warm-up call); one that is down
+        # must not keep the pipeline from starting.
+        try:
+            self.warm: float | None = float(
+                self.model.classify(x=np.ones((1, 4), np.float32))[0])
+        except ServiceUnavailable:
+            self.warm = None
 
     @tensorwire.api
     def classify(self, x: Rows) -> t.Annotated[np.ndarray, DType("float32")]:
