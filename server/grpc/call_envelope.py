@@ -235,6 +235,8 @@ class GrpcEnvelope:
         ran = done = 0.0  # when the plan's call began and ended (timed routes)
         plan, timed = route.plan, route.timed
         request = data if payload is None else payload
+        owner = plan.owner  # counts the call: an unload waits for its runtime's calls
+        owner.calls += 1
         try:
             kwargs = route.read(request, plan.scope if ctx is None else ctx)
             if span is not None:
@@ -261,6 +263,7 @@ class GrpcEnvelope:
             await abort(context, err, info.id)
             raise  # unreachable: abort raises
         finally:
+            owner.calls -= 1
             self._end(route, start, code, len(data), sent, info, ctx, span, context, ran,
                       done)
 
@@ -292,6 +295,8 @@ class GrpcEnvelope:
         plan = route.plan
         write = route.write
         run = None
+        owner = plan.owner  # counts the call: an unload waits for its runtime's calls
+        owner.calls += 1
         try:
             kwargs = route.read(data, plan.scope if ctx is None else ctx)
             if span is not None:
@@ -326,6 +331,7 @@ class GrpcEnvelope:
                 raise
             await abort(context, err, info.id)
         finally:
+            owner.calls -= 1
             if run is not None:
                 await run.aclose()
             self._end(route, start, code, len(data), sent, info, ctx, span, context)

@@ -17,7 +17,7 @@ What it serves beyond grpcio-reflection's servicer:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -80,12 +80,21 @@ def add_infra_files(pool: descriptor_pool.DescriptorPool) -> None:
 class ReflectionServicer:
     """Answers `ServerReflectionInfo` of either version from one descriptor pool."""
 
-    def __init__(self, pool: descriptor_pool.DescriptorPool, services: Iterable[str],
+    def __init__(self, pool: descriptor_pool.DescriptorPool,
+                 services: Iterable[str] | Callable[[], Iterable[str]],
                  whole_files: Mapping[str, bytes] = {}) -> None:
         self.pool = pool
-        self.services = tuple(sorted(services))
+        #: The services listed: fixed, or asked each time (they follow model control).
+        self._services = services if callable(services) else tuple(sorted(services))
         #: file name -> the serialised FileDescriptorProto to send as is (comments kept)
         self.whole_files = dict(whole_files)
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        """The service names listed now, sorted."""
+        if callable(self._services):
+            return tuple(sorted(self._services()))
+        return self._services
 
     def _serialised(self, fd: FileDescriptor) -> bytes:
         whole = self.whole_files.get(fd.name)

@@ -136,6 +136,7 @@ class GrpcServer:
                  extra: Sequence[ExtraService] = ()) -> None:
         hosted = ([Hosted.of(services)] if isinstance(services, ServiceRuntime)
                   else list(services))
+        self.services = hosted
         self.runtime = hosted[0].runtime
         self.settings = settings or hosted[0].settings
         # Numbered as the published contract says, when serving with --proto-lock.
@@ -170,9 +171,13 @@ class GrpcServer:
             service.add_files(pool)
         #: What readiness (health "" and each of these) reports.
         self.served = (*self.protos, *(e.name for e in extra))
-        names = (*self.served, health.SERVICE_NAME, reflection.V1, reflection.V1ALPHA)
+        self._extra = tuple(e.name for e in extra)
+        infra = (health.SERVICE_NAME, reflection.V1, reflection.V1ALPHA)
+        # Reflection lists the services loaded now (model control moves them in and out;
+        # their files stay described).
         self.reflection = reflection.ReflectionServicer(
-            pool, names, {p.file_name: p.file_proto.SerializeToString() for p in protos})
+            pool, lambda: (*self._loaded(), *self._extra, *infra),
+            {p.file_name: p.file_proto.SerializeToString() for p in protos})
         self.server.add_generic_rpc_handlers(self.reflection.handlers())
         self.port: int | None = None
 
@@ -192,12 +197,25 @@ class GrpcServer:
         await self.server.start()
         await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
 
+    def _loaded(self) -> list[str]:
+        """The gRPC names of the services serving now."""
+        return [h.spec.grpc_service_name for h in self.services if h.ready]
+
     async def set_serving(self, serving: bool) -> None:
-        status = (health_pb2.HealthCheckResponse.SERVING if serving
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.health.set("", status)
-        for name in self.served:
-            await self.health.set(name, status)
+        """Health as the server and its services are: "" and the protocol's services
+        while `serving` and every service to be loaded is; each service while `serving`
+        and it is loaded (model control)."""
+        def status(ok: bool) -> int:
+            return (health_pb2.HealthCheckResponse.SERVING if ok
+                    else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+        ready = serving and all(h.ready for h in self.services if h.wanted)
+        await self.health.set("", status(ready))
+        for name in self._extra:
+            await self.health.set(name, status(ready))
+        for service in self.services:
+            await self.health.set(service.spec.grpc_service_name,
+                                  status(serving and service.ready))
 
     async def stop(self, grace: float | None) -> None:
         await self.server.stop(grace)

@@ -207,6 +207,8 @@ class HttpEnvelope:
                 return self._refuse(route, request)
             received = plain_length(request) if plain_length is not None else -1
             start = enter(series)
+            owner = plan.owner  # counts the call: an unload waits for its runtime's calls
+            owner.calls += 1
             info: RequestInfo | None = None
             ctx: Context | None = None
             span = resp = status = kept = None
@@ -257,6 +259,7 @@ class HttpEnvelope:
                 resp = failure(route, exc, request, info.id)
                 return resp
             finally:
+                owner.calls -= 1
                 if ctx is not None:
                     ctx.close()
                 if resp is None:  # cancelled: the client went away

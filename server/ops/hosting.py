@@ -111,6 +111,10 @@ def service_entries(settings: Settings) -> list[ServiceEntry]:
         out.append(_entry(settings.service, "service"))
     for i, value in enumerate(settings.services):
         out.append(_entry(value, f"services[{i}]"))
+    unloaded = next((e for e in out if not e.load), None)
+    if unloaded is not None and settings.model_control != "explicit":
+        raise ConfigError(f"{unloaded.target}: load = false needs --model-control explicit "
+                          "(else nothing could ever load it)")
     prefixes = [e.prefix for e in out if e.prefix]
     twice = sorted({p for p in prefixes if prefixes.count(p) > 1})
     if twice:

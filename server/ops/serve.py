@@ -22,7 +22,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -36,6 +36,7 @@ from ..http import create_app
 from ..http.aiohttp_compat import site_sockets
 from ..http.connections import runner as http_runner
 from ..runtime.admission import Admission
+from ..runtime.control import ModelControl
 from ..runtime.hosted import Hosted, Placement
 from ..runtime.service import ServiceRuntime
 from ..security.grpc import interceptors
@@ -87,6 +88,15 @@ class Server:
         #: Where the services' dependencies run, and the order the services start in.
         self.dependencies = Dependencies(self.services, settings, self.admission,
                                          self.tracing)
+        #: Loads and unloads services at run time (`--model-control explicit`).
+        self.control = ModelControl(self.services, enabled=settings.model_control == "explicit",
+                                    grace=settings.graceful_timeout,
+                                    draining=lambda: self.admission.draining)
+        self.control.listeners.append(self._changed)
+        #: With several workers: tells the supervisor of a change this worker made, so
+        #: that the others follow (`tensorwire.ops.worker`); None with one worker.
+        self.relay: Callable[[str, str], None] | None = None
+        self._following: set[asyncio.Future[None]] = set()
         self._runner: web.AppRunner | None = None
         self._grpc = None
         self.bound = Bound(None, None)
@@ -104,7 +114,8 @@ class Server:
         await self._load_services()
         # The Open Inference Protocol on both ports, over the same runtimes: the same
         # admission, limits, batching and security as the native routes.
-        v2 = Repository(self.services) if s.v2 else None
+        v2 = (Repository(self.services, self.control if self.control.enabled else None)
+              if s.v2 else None)
         if s.http:
             routes = [V2Routes(v2, s).install] if v2 is not None else []
             app = create_app(self.services, s, routes=routes)
@@ -152,17 +163,42 @@ class Server:
         """The first service's runtime (the only one, usually)."""
         return self.services[0].runtime
 
+    def want(self, loaded: Mapping[str, bool]) -> None:
+        """Before `start`: which services to load, by name (the others' `load` option
+        stands): what a worker started after the others changed it is told."""
+        for service in self.services:
+            service.wanted = loaded.get(service.name, service.wanted)
+
+    def follow(self, op: str, name: str) -> None:
+        """Make a change another worker made (on this loop; see ModelControl.follow)."""
+        task = asyncio.ensure_future(self.control.follow(op, name))
+        self._following.add(task)  # held until done (the loop keeps weak references)
+        task.add_done_callback(self._following.discard)
+
+    async def _changed(self, op: str, service: Hosted, followed: bool) -> None:
+        """A service was loaded or unloaded: gRPC health and reflection follow (the
+        HTTP documents read the services' state themselves); the other workers are told
+        of what this one did."""
+        if self._grpc is not None:
+            await self._grpc.set_serving(not self.admission.draining)
+        if self.relay is not None and not followed:
+            self.relay(op, service.name)
+
     async def _load_services(self) -> None:
         """Start every service that is to be loaded, in order; if one fails, those
-        started are closed again and the failure (InitFailure) goes on."""
+        started are closed again and the failure (InitFailure) goes on. The others'
+        APIs answer that they are not loaded."""
         started: list[Hosted] = []
         try:
             for service in self.dependencies.order:  # dependencies first
-                if service.wanted:
-                    self.dependencies.before(service)
-                    await service.start()
-                    self.dependencies.after(service)
-                    started.append(service)
+                if not service.wanted:
+                    for plan in service.plans.values():
+                        plan.unbind(ModelControl.unloaded(service))
+                    continue
+                self.dependencies.before(service)
+                await service.start()
+                self.dependencies.after(service)
+                started.append(service)
         except BaseException:
             for service in started:
                 with contextlib.suppress(Exception):

@@ -94,7 +94,8 @@ WORKER_BOOT = ("import signal, runpy\n"
 
 def start_worker(settings: Settings, env: dict[str, str],
                  explicit: set[str] | None = None,
-                 status_fd: int | None = None) -> subprocess.Popen:
+                 status_fd: int | None = None,
+                 loaded: dict[str, bool] | None = None) -> subprocess.Popen:
     """`python -m tensorwire.ops.worker`, handed its settings as one JSON line on stdin.
 
     `explicit`: the names of the settings the operator gave; when given, the worker
@@ -102,6 +103,7 @@ def start_worker(settings: Settings, env: dict[str, str],
     the service (`--reload`, whose parent never imports it).
     `status_fd`: the write end of a pipe the worker reports "ready" or its start-up
     failure on (`tensorwire.ops.worker_status`); without it the worker logs the failure itself.
+    `loaded`: service name -> whether to load it, as model control left the others.
     """
     proc = subprocess.Popen([sys.executable, "-c", WORKER_BOOT],
                             stdin=subprocess.PIPE, env=env,
@@ -111,6 +113,8 @@ def start_worker(settings: Settings, env: dict[str, str],
         config["explicit"] = sorted(explicit)
     if status_fd is not None:
         config["status_fd"] = status_fd
+    if loaded:
+        config["loaded"] = loaded
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps(config, default=str).encode() + b"\n")
@@ -145,6 +149,8 @@ class Supervisor:
         self._sockets: list[socket.socket] = []
         self._metrics_dir: str | None = None
         self._own_metrics_dir = False
+        #: Service name -> loaded, as model control left it (new workers start so).
+        self._loaded: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -210,7 +216,8 @@ class Supervisor:
             env[MULTIPROC_ENV] = self._metrics_dir
         read_end, write_end = os.pipe()
         try:
-            proc = start_worker(self.settings, env, status_fd=write_end)
+            proc = start_worker(self.settings, env, status_fd=write_end,
+                                loaded=self._loaded)
         finally:
             os.close(write_end)  # the worker holds it now; its exit is our EOF
         if slot.status is not None:
@@ -230,12 +237,32 @@ class Supervisor:
             if slot.status is not None:
                 slot.status.poll()
                 self._served = self._served or slot.status.ready
+                self._relay(slot)
             if proc is not None and (rc := proc.poll()) is not None:
                 if slot.status is not None:
                     slot.status.poll()  # all it said before it exited
                 self._reap(slot, proc, rc, now)
             if slot.proc is None and slot.restart_at is not None and now >= slot.restart_at:
                 self._spawn(slot)
+
+    def _relay(self, slot: Slot) -> None:
+        """Tell every other worker of the services `slot`'s worker loaded or unloaded
+        (model control), and remember it for the workers started later."""
+        assert slot.status is not None
+        controls, slot.status.controls = slot.status.controls, []
+        for op, service in controls:
+            self._loaded[service] = op == "load"
+            line = json.dumps({"control": op, "service": service}).encode() + b"\n"
+            for other in self.slots:
+                if other is slot or other.proc is None or other.proc.stdin is None:
+                    continue
+                try:
+                    other.proc.stdin.write(line)
+                    other.proc.stdin.flush()
+                except OSError:  # it is dying: its successor starts with `_loaded`
+                    pass
+            log.info("worker %d %sed service %s; the other workers follow", slot.index,
+                     op, service)
 
     def _reap(self, slot: Slot, proc: subprocess.Popen, rc: int, now: float) -> None:
         slot.proc = None

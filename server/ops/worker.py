@@ -41,18 +41,34 @@ log = logging.getLogger("tensorwire.worker")
 
 
 def _watch_stdin(loop: asyncio.AbstractEventLoop, server: Server) -> None:
-    """Stop (gracefully) when the supervisor's end of stdin closes."""
+    """Follow the other workers' model control (`{"control": op, "service": name}` lines
+    the supervisor writes); stop (gracefully) when the supervisor's end closes."""
 
-    def wait_eof() -> None:
+    def read_lines() -> None:
         # os.read on the raw fd: a daemon thread blocked in a *buffered* read would
         # hold the buffer's lock and abort the interpreter's shutdown.
+        buffer = b""
         with contextlib.suppress(OSError):
-            while os.read(0, 4096):
-                pass
+            while chunk := os.read(0, 4096):
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    _follow_line(loop, server, line)
         with contextlib.suppress(RuntimeError):  # loop already closed
             loop.call_soon_threadsafe(server.request_stop)
 
-    threading.Thread(target=wait_eof, name="tensorwire-stdin", daemon=True).start()
+    threading.Thread(target=read_lines, name="tensorwire-stdin", daemon=True).start()
+
+
+def _follow_line(loop: asyncio.AbstractEventLoop, server: Server, line: bytes) -> None:
+    """One line from the supervisor: a change another worker made, made here too."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(message, dict) and message.get("control") in ("load", "unload"):
+        with contextlib.suppress(RuntimeError):  # loop already closed
+            loop.call_soon_threadsafe(server.follow, message["control"],
+                                      str(message.get("service")))
 
 
 def _with_service_options(settings: Settings, spec, explicit: set[str]) -> Settings:
@@ -77,7 +93,8 @@ def _cannot_start(status: WorkerStatus | None, report: str) -> int:
 
 
 async def _serve(settings: Settings, explicit: set[str] | None = None,
-                 status: WorkerStatus | None = None) -> int:
+                 status: WorkerStatus | None = None,
+                 loaded: dict[str, bool] | None = None) -> int:
     # A stop can come while the service is still loading (the supervisor forwards a
     # SIGTERM to every worker, ready or not): from the first moment it is noted, not the
     # default action that kills the process and reads as a crash.
@@ -100,6 +117,9 @@ async def _serve(settings: Settings, explicit: set[str] | None = None,
         server = Server(services, settings)
     except Exception as exc:  # e.g. tracing asked for without the otel extra
         return _cannot_start(status, f"worker cannot serve {targets}: {exc}")
+    server.want(loaded or {})  # as the other workers' model control left it
+    if status is not None:  # what this worker loads or unloads, the others do too
+        server.relay = status.control
     await asyncio.sleep(0)  # run the handler of a signal that came while loading
     if stopping:
         log.info("worker stopped before it started serving")
@@ -133,6 +153,7 @@ def main() -> int:
         settings = Settings(**config["settings"])
         explicit = set(config["explicit"]) if "explicit" in config else None
         status_fd = config.get("status_fd")
+        loaded = dict(config.get("loaded") or {})
     except (ValueError, KeyError, TypeError) as exc:
         print(f"tensorwire.worker: expected a settings line on stdin: {exc}",
               file=sys.stderr)
@@ -143,7 +164,7 @@ def main() -> int:
         os.set_inheritable(status_fd, False)  # the service's own subprocesses: not theirs
         status = WorkerStatus(status_fd)
     try:
-        return loops.run(_serve(settings, explicit, status), settings.loop)
+        return loops.run(_serve(settings, explicit, status, loaded), settings.loop)
     finally:
         # The loop's handlers are gone: a stop signal now (one the supervisor sent while
         # this worker was already on its way out) must not kill it as a crash would.

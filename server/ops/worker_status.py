@@ -1,4 +1,7 @@
-"""A worker's word to its supervisor: "ready", or the report of why it could not start.
+"""A worker's word to its supervisor: "ready", or the report of why it could not start;
+then, while it serves, the services it loaded or unloaded (model control), which the
+supervisor tells the other workers (`{"control": "load", "service": name}` on their
+stdin) and every worker it starts later (`"loaded"` in its settings line).
 
 One pipe per worker, the write end inherited by the worker (its number travels in the
 settings line on stdin), one JSON line per message. Why a channel rather than the
@@ -15,7 +18,8 @@ import os
 
 
 class WorkerStatus:
-    """The worker's end: `ready()` once it serves, `failed(report)` when it cannot."""
+    """The worker's end: `ready()` once it serves, `failed(report)` when it cannot (the
+    last word), `control(op, service)` for each change of what it serves."""
 
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
@@ -25,17 +29,27 @@ class WorkerStatus:
 
     def failed(self, report: str) -> None:
         self._send({"failed": report})
+        self.close()
+
+    def control(self, op: str, service: str) -> None:
+        self._send({"control": op, "service": service})
 
     def _send(self, message: dict[str, object]) -> None:
         if self.fd is None:
             return
-        fd, self.fd = self.fd, None  # one message, then the supervisor reads EOF
         data = json.dumps(message).encode() + b"\n"
-        with contextlib.suppress(OSError):  # the supervisor is gone: nobody to tell
+        try:
             while data:
-                data = data[os.write(fd, data):]
-        with contextlib.suppress(OSError):
-            os.close(fd)
+                data = data[os.write(self.fd, data):]
+        except OSError:  # the supervisor is gone: nobody to tell
+            self.close()
+
+    def close(self) -> None:
+        """The supervisor reads EOF (also when this process ends)."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
 
 
 class StatusReader:
@@ -46,6 +60,8 @@ class StatusReader:
         self.fd: int | None = fd
         self.ready = False
         self.report: str | None = None
+        #: (op, service) changes the worker made, not yet relayed.
+        self.controls: list[tuple[str, str]] = []
         self._buffer = b""
 
     def poll(self) -> None:
@@ -78,6 +94,9 @@ class StatusReader:
             self.ready = True
         elif isinstance(message.get("failed"), str):
             self.report = message["failed"]
+        elif message.get("control") in ("load", "unload") and isinstance(
+                message.get("service"), str):
+            self.controls.append((message["control"], message["service"]))
 
     def close(self) -> None:
         if self.fd is not None:

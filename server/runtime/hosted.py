@@ -65,7 +65,7 @@ class Hosted:
         self._tracing = tracing
         #: API name -> its plan, for the server's lifetime.
         self.plans = {name: RequestPlan(api) for name, api in self.spec.apis.items()}
-        self.runtime = self._new_runtime()
+        self.runtime = self.fresh_runtime()
         #: Whether it is to be loaded (the server is not ready until it is).
         self.wanted = placement.load
 
@@ -97,7 +97,8 @@ class Hosted:
     def ready(self) -> bool:
         return self.runtime.ready
 
-    def _new_runtime(self) -> ServiceRuntime:
+    def fresh_runtime(self) -> ServiceRuntime:
+        """A new runtime for the service (not started), on its plans."""
         return ServiceRuntime(self.spec, self.settings, admission=self._admission,
                               tracing=self._tracing, plans=self.plans,  # type: ignore[arg-type]
                               names=self.public)

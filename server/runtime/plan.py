@@ -98,8 +98,8 @@ class CallScope:
 class RequestPlan:
     """The steps of one API's requests (see the module docstring)."""
 
-    __slots__ = ("_runtime", "api", "name", "needs_context", "ready", "refusal", "run",
-                 "scope", "stream", "streams_in")
+    __slots__ = ("_runtime", "api", "name", "needs_context", "owner", "ready", "refusal",
+                 "run", "scope", "stream", "streams_in")
 
     def __init__(self, api: APISpec, runtime: ServiceRuntime | None = None) -> None:
         self.api = api
@@ -113,6 +113,9 @@ class RequestPlan:
         self.ready = False
         self.refusal: TensorwireError = ServiceUnavailable("the service is not ready")
         self._runtime: ServiceRuntime | None = None
+        #: What counts the calls in flight (the bound runtime's `calls`: an unload or a
+        #: reload waits for them); the envelopes count each admitted call on it.
+        self.owner: Any = _Unbound()
         #: What a request decodes in when it has no Context.
         self.scope = CallScope({})
         self.run: Run = _not_bound
@@ -122,6 +125,7 @@ class RequestPlan:
     def bind(self, runtime: ServiceRuntime) -> None:
         """Run calls on `runtime` (started: its methods are bound) from now on."""
         self._runtime = runtime
+        self.owner = runtime
         self.scope = CallScope(runtime.settings.extra)
         self.run = (_no_run if self.stream else
                     self._streamed_run() if self.streams_in else self._unary_run())
@@ -347,3 +351,9 @@ def _no_run(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining) -
 
 def _not_bound(kwargs: dict[str, Any], ctx: Context | None, remaining: Remaining) -> Outcome:
     raise ServiceUnavailable("the service is not ready")
+
+
+class _Unbound:
+    """The call count of a plan no runtime took yet (no call is admitted to it)."""
+
+    calls = 0

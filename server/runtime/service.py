@@ -81,6 +81,9 @@ class ServiceRuntime:
         self.temp_dirs = TempDirs(self.settings.extra.get("temp_dir"))  # type: ignore[arg-type]
         self.instance: Any = None
         self._ready = False
+        #: Calls in flight on this runtime (counted by the envelopes): what an unload or
+        #: a reload waits for before it closes the runtime.
+        self.calls = 0
         #: The gate both transports pass: drain state, concurrency, metrics, access log.
         self.admission = admission if admission is not None else Admission(self.settings)
         self._methods: dict[str, Callable[..., Any]] = {}
@@ -171,6 +174,16 @@ class ServiceRuntime:
     @property
     def draining(self) -> bool:
         return self.admission.draining
+
+    async def drained(self, timeout: float, step: float = 0.01) -> bool:
+        """Wait until no call is in flight on this runtime (its plans already moved
+        elsewhere or refuse new calls), up to `timeout` seconds; whether none is left.
+        Polled: the envelopes pay one counter each way per call, nothing more."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.calls > 0 and loop.time() < deadline:
+            await asyncio.sleep(step)
+        return self.calls == 0
 
     # ------------------------------------------------------------------ calls
     def plan(self, name: str) -> RequestPlan:

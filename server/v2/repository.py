@@ -15,6 +15,7 @@ from typing import Any
 from ..codecs import Scope
 from ..codecs.v2_facet import Tensor
 from ..errors import NotFound
+from ..runtime.control import ModelControl, control_off
 from ..runtime.hosted import Hosted
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
@@ -27,8 +28,9 @@ from .statistics import metrics_off, statistics
 #: The server's name in server metadata.
 SERVER_NAME = "tensorwire"
 #: The protocol extensions this server speaks (Triton's names), and the one it speaks
-#: only while metrics are on.
-EXTENSIONS = (BINARY_EXTENSION, "model_configuration")
+#: only while metrics are on. `model_repository`: the index always, load and unload
+#: with `--model-control explicit`.
+EXTENSIONS = (BINARY_EXTENSION, "model_configuration", "model_repository")
 STATISTICS = "statistics"
 
 
@@ -36,9 +38,12 @@ class Repository:
     """The v2 models of the server's services: one per API, named after it (under its
     service's prefix: `<prefix>.<api>`)."""
 
-    def __init__(self, services: ServiceRuntime | Sequence[Hosted]) -> None:
+    def __init__(self, services: ServiceRuntime | Sequence[Hosted],
+                 control: ModelControl | None = None) -> None:
         hosted = ([Hosted.of(services)] if isinstance(services, ServiceRuntime)
                   else list(services))
+        #: Loads and unloads services (None: model control is off, loads are refused).
+        self.control = control
         #: The server's services, in the order they were named.
         self.services = hosted
         self.admission = hosted[0].runtime.admission
@@ -109,19 +114,39 @@ class Repository:
 
     def index(self) -> list[dict[str, str]]:
         """Every model with its state, and why it is unavailable (Triton's repository
-        index): an API the protocol cannot carry is listed with the reason."""
+        index): an API the protocol cannot carry is listed with the reason; a model
+        whose service has other models says that they load and unload together."""
         out = []
         for model in self.models.values():
             ready = self.model_ready(model)
             entry = {"name": model.name, "version": model.version,
                      "state": "READY" if ready else "UNAVAILABLE"}
+            service = self.service_of(model.name)
             if model.unsupported is not None:
                 entry["reason"] = model.unsupported
             elif not ready:
                 entry["reason"] = (self.admission.refusal()
                                    or self.plan(model.name).refusal).message
+            elif len(service.spec.apis) > 1:
+                others = [service.public(a) for a in service.spec.apis
+                          if service.public(a) != model.name]
+                entry["reason"] = (f"a model of service {service.name}, with "
+                                   f"{', '.join(others)}: they load and unload together")
             out.append(entry)
         return out
+
+    # ------------------------------------------------------------------ model control
+    async def load(self, name: str) -> None:
+        """Triton's load: the service of model `name` is loaded, or reloaded."""
+        if self.control is None:
+            raise control_off()
+        await self.control.load(name)
+
+    async def unload(self, name: str) -> None:
+        """Triton's unload: the service of model `name` is unloaded."""
+        if self.control is None:
+            raise control_off()
+        await self.control.unload(name)
 
     # ------------------------------------------------------------------ infer
     @staticmethod

@@ -5,7 +5,8 @@ and `.../ready`; `POST .../infer` with JSON tensors or Triton's binary tensor ex
 in both directions (`Inference-Header-Content-Length`, `binary_data_size`,
 `binary_data`, `binary_data_output`, the raw single-input body); Triton's
 `POST /v2/repository/index`, which lists every API with its state and, for one the
-protocol cannot carry, the reason; and Triton's model configuration and statistics
+protocol cannot carry, the reason, and `POST /v2/repository/models/{m}/load|unload`
+(model control, `tensorwire.runtime.control`); Triton's model configuration and statistics
 extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`. Triton's
 routes of the extensions tensorwire does not serve answer 501 naming theirs.
 
@@ -81,6 +82,8 @@ class V2Routes:
         router.add_get("/v2/health/live", json_errors(self.live))
         router.add_get("/v2/health/ready", json_errors(self.ready))
         router.add_post("/v2/repository/index", json_errors(self.index))
+        router.add_post("/v2/repository/models/{model}/load", json_errors(self.load))
+        router.add_post("/v2/repository/models/{model}/unload", json_errors(self.unload))
         # before `/v2/models/{model}`, which would take "stats" for a model's name
         router.add_get("/v2/models/stats", json_errors(self.every_statistics))
         for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
@@ -121,6 +124,24 @@ class V2Routes:
         if only_ready:
             entries = [e for e in entries if e["state"] == "READY"]
         return _json(entries)
+
+    async def load(self, request: web.Request) -> web.Response:
+        """Triton's load (model control): the model's service loads, or reloads."""
+        try:
+            _load_parameters(await request.read())
+            await self.repository.load(request.match_info["model"])
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json({})
+
+    async def unload(self, request: web.Request) -> web.Response:
+        """Triton's unload (model control): the model's service is unloaded (its other
+        models with it; Triton's `unload_dependents` parameter has nothing to add)."""
+        try:
+            await self.repository.unload(request.match_info["model"])
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json({})
 
     # ------------------------------------------------------------------ models
     def _model(self, request: web.Request) -> V2Model:
@@ -178,6 +199,25 @@ class V2Routes:
         except TensorwireError as exc:
             return _error(exc)
         return await self.handlers[model.name](request)
+
+
+def _load_parameters(body: bytes) -> None:
+    """Refuse what Triton's load can carry and tensorwire cannot honour: a `config` to
+    load the model with, or its files (`file:<path>`): a service is loaded as it was
+    named when the server started."""
+    if not body.strip():
+        return
+    try:
+        options = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"the request is not valid JSON: {exc}") from None
+    parameters = options.get("parameters") if isinstance(options, dict) else None
+    if not isinstance(parameters, dict | None):
+        raise InvalidArgument("parameters must be a JSON object")
+    for key in parameters or ():
+        if key == "config" or key.startswith("file:"):
+            raise InvalidArgument(f"load parameter {key!r} is not supported: tensorwire loads "
+                                  "a service as the server was started with it")
 
 
 def _refusing(extension: Extension) -> Handler:

@@ -5,8 +5,10 @@ service's own grpc.aio server.
 `ModelInfer`, Triton's `ModelStreamInfer` (requests answered in order, errors in-band
 as `error_message`), Triton's `ModelConfig` and `ModelStatistics` (the same
 documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`) and
-`RepositoryIndex`; the rpcs of the extensions tensorwire does not serve answer
-UNIMPLEMENTED naming theirs (`tensorwire.v2.unsupported`).
+the model repository's `RepositoryIndex`, `RepositoryModelLoad` and
+`RepositoryModelUnload` (`tensorwire.runtime.control`); the rpcs of the extensions
+tensorwire does not serve answer UNIMPLEMENTED naming theirs
+(`tensorwire.v2.unsupported`).
 Messages travel as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT
 rather than grpc's opaque INTERNAL. Inputs come as typed `contents` or
 `raw_input_contents` (never both: Triton's rule), big raw inputs as views of the
@@ -90,10 +92,43 @@ class V2Servicer:
             "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.model_stream_infer),
             "RepositoryIndex": unary(self._small(pb.RepositoryIndexRequest,
                                                  self.repository_index)),
+            "RepositoryModelLoad": unary(self._control(pb.RepositoryModelLoadRequest,
+                                                       self.model_load)),
+            "RepositoryModelUnload": unary(self._control(pb.RepositoryModelUnloadRequest,
+                                                         self.model_unload)),
         }
         for rpc, extension in BY_RPC.items():  # UNIMPLEMENTED, naming the extension
             methods[rpc] = unary(self._refusing(extension))
         return grpc.method_handlers_generic_handler(pb.SERVICE_NAME, methods)
+
+    def _control(self, request_cls: Any, change: Callable[[Any], Any]) -> Any:
+        """A model-control handler: parse, make the change (awaited), answer the
+        empty response; errors as status."""
+
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                return (await change(_parse(request_cls, data))).SerializeToString()
+            except TensorwireError as exc:
+                await abort(context, exc, None)
+                raise  # unreachable: abort raises
+            except Exception:
+                log.exception("v2 %s failed", request_cls.DESCRIPTOR.name)
+                await abort(context, InternalError(), None)
+                raise  # unreachable: abort raises
+
+        return handle
+
+    async def model_load(self, request: Any) -> Any:
+        for key in request.parameters:
+            if key == "config" or key.startswith("file:"):
+                raise InvalidArgument(f"load parameter {key!r} is not supported: tensorwire "
+                                      "loads a service as the server was started with it")
+        await self.repository.load(request.model_name)
+        return pb.RepositoryModelLoadResponse()
+
+    async def model_unload(self, request: Any) -> Any:
+        await self.repository.unload(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
 
     @staticmethod
     def _refusing(extension: Extension) -> Any:

@@ -76,7 +76,8 @@ def test_each_service_keeps_its_grpc_service_health_and_reflection(server: t.Any
 def test_every_api_is_a_v2_model_named_under_its_prefix(server: t.Any) -> None:
     http, grpc_ = http_client(server), grpc_client(server)
     names = [m["name"] for m in http.get_model_repository_index()]
-    assert names == ["iris.predict", "iris.species", "wine.predict", "row_sums", "shout"]
+    assert names == ["iris.predict", "iris.species", "wine.predict", "generation_of", "wait",
+                     "row_sums", "shout"]
     for client, module in ((http, th), (grpc_, tg)):
         x = module.InferInput("x", [1, 4], "FP32")
         x.set_data_from_numpy(X)
@@ -91,7 +92,8 @@ def test_every_api_is_a_v2_model_named_under_its_prefix(server: t.Any) -> None:
 def test_the_contract_documents_describe_every_service(server: t.Any) -> None:
     schema = get(f"{server.http_url}/schema.json").json()
     assert [r["route"] for r in schema["routes"]] == [
-        "/iris/predict", "/iris/species", "/wine/predict", "/row_sums", "/shout"]
+        "/iris/predict", "/iris/species", "/wine/predict", "/generation_of", "/wait",
+        "/row_sums", "/shout"]
     own = get(f"{server.http_url}/iris/schema.json").json()
     assert own["name"] == "Flowers" and [r["route"] for r in own["routes"]] == [
         "/predict", "/species"]

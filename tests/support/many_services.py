@@ -4,6 +4,7 @@ resolves) and a third with a batchable tensor API."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import typing as t
 
@@ -44,9 +45,31 @@ class Wine:
         return x.mean(axis=1)
 
 
+#: RowSums instances made, and closed (model control's loads and unloads).
+MADE: list[int] = []
+CLOSED: list[int] = []
+
+
 @tensorwire.service(proto_package="many.rows")
 class RowSums:
-    """A batchable tensor API, and a text API."""
+    """A batchable tensor API, a text API and a slow one."""
+
+    def __init__(self) -> None:
+        MADE.append(id(self))
+        self.generation = len(MADE)
+
+    def close(self) -> None:
+        CLOSED.append(id(self))
+
+    @tensorwire.api
+    async def generation_of(self) -> int:
+        """Which instance answers (1 for the first made in this process)."""
+        return self.generation
+
+    @tensorwire.api
+    async def wait(self, seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return f"waited {seconds}"
 
     @tensorwire.api(batchable=True, max_batch_size=8)
     def row_sums(self, rows: Rows) -> t.Annotated[np.ndarray, Shape((-1,)),

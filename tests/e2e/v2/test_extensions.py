@@ -224,8 +224,6 @@ def test_every_rpc_of_tritons_service_is_answered(server: t.Any) -> None:
         for method in pb.SERVICE.methods:
             if method.client_streaming:
                 continue  # ModelStreamInfer: tests/e2e/v2/test_protocol.py
-            if method.name in ("RepositoryModelLoad", "RepositoryModelUnload"):
-                continue  # model control: tests/e2e/test_model_control.py
             call = channel.unary_unary(pb.method_path(method.name))
             try:
                 call(b"", timeout=10)

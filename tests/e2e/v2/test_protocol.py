@@ -50,7 +50,8 @@ def test_server_health_and_metadata_on_both_ports(servers: t.Any) -> None:
         assert client.is_model_ready("summarize")
         assert client.is_model_ready("summarize", "1")
         assert not client.is_model_ready("spell")  # a stream: listed, never ready
-    extensions = ["binary_tensor_data", "model_configuration", "statistics"]
+    extensions = ["binary_tensor_data", "model_configuration", "model_repository",
+                  "statistics"]
     assert http.get_server_metadata()["extensions"] == extensions
     meta = grpc_.get_server_metadata(as_json=True)
     assert (meta["name"], meta["extensions"]) == ("tensorwire", extensions)
