@@ -21,6 +21,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 #: `auto` takes uvloop when it is installed (`tensorwire.ops.loops`).
 LOOPS = ("auto", "asyncio", "uvloop")
+MODEL_CONTROLS = ("none", "explicit")
 
 
 def _opt(default: Any, help: str, **meta: Any) -> Any:
@@ -43,6 +44,13 @@ class Settings:
     grpc: bool = _opt(True, "serve gRPC")
     v2: bool = _opt(True, "serve the Open Inference Protocol (KServe v2: /v2 routes, "
                     "inference.GRPCInferenceService) beside each API's own")
+    #: Triton's name for it: `explicit` lets clients load and unload services at run time
+    #: (`tensorwire.runtime.control`); the repository index is always served.
+    model_control: str = _opt("none", "explicit: clients may load and unload services at "
+                              "run time (Triton's model repository extension: POST "
+                              "/v2/repository/models/{m}/load|unload, gRPC "
+                              "RepositoryModelLoad|Unload); none: refused",
+                              choices=MODEL_CONTROLS)
     workers: int = _opt(1, "worker processes sharing both ports (SO_REUSEPORT)")
     loop: str = _opt("auto", "event loop: auto takes uvloop when it is installed "
                      "(pip install 'tensorwire[uvloop]'), else asyncio's", choices=LOOPS)
@@ -195,6 +203,8 @@ class Settings:
             problems.append(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         if self.loop not in LOOPS:
             problems.append(f"loop must be one of {', '.join(LOOPS)}")
+        if self.model_control not in MODEL_CONTROLS:
+            problems.append(f"model_control must be one of {', '.join(MODEL_CONTROLS)}")
         for entry in self.dependencies:
             if not _PLACED.fullmatch(entry.strip()):
                 problems.append(f"dependencies: {entry!r} is not NAME=URL (e.g. "
