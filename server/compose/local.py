@@ -130,17 +130,23 @@ class LocalAPI:
                               lambda value, scope: decode({name: value}),
                               ctx if ctx is not None else self.plan.scope)
 
+    @property
+    def public(self) -> str:
+        """The API's name in the dependency's metrics and access lines."""
+        return self.plan.runtime.public(self.name)
+
     def _series_of(self) -> tuple[Any, Any]:
         admission = self.plan.runtime.admission
         held, series = self._series
         if held is not admission:  # the first call, or a server's new admission
-            series = admission.series(PROTOCOL, self.name)
+            # under the name its metrics carry (`model.classify` under a prefix)
+            series = admission.series(PROTOCOL, self.public)
             self._series = (admission, series)
         return admission, series
 
     def _end(self, admission: Any, series: Any, start: float, status: str,
              info: RequestInfo, ctx: Context | None, frame: CallFrame | None) -> None:
-        admission.leave(series, start, PROTOCOL, self.name, status, 0, 0, info)
+        admission.leave(series, start, PROTOCOL, self.public, status, 0, 0, info)
         if ctx is not None and frame is None:
             if self._keep is not None:
                 self._keep(ctx)

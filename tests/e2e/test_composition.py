@@ -82,6 +82,23 @@ def test_in_process_the_dependency_has_no_routes_of_its_own(together: RunningSer
         assert sorted(api.name for api in client.list_apis())[:2] == ["bad_input", "batched"]
 
 
+def test_in_process_calls_count_in_the_dependencys_metrics(together: RunningServer) -> None:
+    import re
+    import urllib.request
+
+    def answered() -> float:
+        text = urllib.request.urlopen(f"{together.http_url}/metrics").read().decode()
+        found = re.search(r'tensorwire_requests_total\{api="model\.classify",'
+                          r'protocol="inprocess",status="200"\} (\S+)', text)
+        return float(found.group(1)) if found else 0.0
+
+    before = answered()
+    with tensorwire.SyncClient(together.http_url) as client:
+        client.classify(x=X)
+        client.classify_async(x=X)
+    assert answered() == before + 2
+
+
 @pytest.fixture(scope="module")
 def exposed() -> t.Iterator[RunningServer]:
     """`tensorwire serve ...:Pipeline model=...:Model`: the model served too, under a
