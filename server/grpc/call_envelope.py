@@ -267,10 +267,13 @@ class GrpcEnvelope:
             self._end(route, start, code, len(data), sent, info, ctx, span, context, ran,
                       done)
 
-    async def stream(self, route: GrpcRoute, data: Any, context: grpc.aio.ServicerContext
+    async def stream(self, route: GrpcRoute, data: Any, context: grpc.aio.ServicerContext,
+                     payload: Any = None,
+                     inband: Callable[[TensorwireError], bytes] | None = None
                      ) -> AsyncIterator[bytes]:
         """One server-streaming call: a message per chunk, as the method yields it
-        (`data`: the request's bytes, or a bidirectional call's request messages).
+        (`data`: the request's bytes, or a bidirectional call's request messages;
+        `payload` and `inband` as for `unary`: a failure is then the last message).
 
         Each chunk is followed by one pass of the event loop (`asyncio.sleep(0)`).
         Without it a stream resumed by its write's completion went on to its next chunk
@@ -287,6 +290,9 @@ class GrpcEnvelope:
             data = Received(data, context)
         if self._refused(route):
             error, info = self._refusal(route, context)
+            if inband is not None:
+                yield inband(error)
+                return
             await abort(context, error, info.id)
         admission = self.admission
         start = admission.enter(route.series)
@@ -297,8 +303,9 @@ class GrpcEnvelope:
         run = None
         owner = plan.owner  # counts the call: an unload waits for its runtime's calls
         owner.calls += 1
+        request = data if payload is None else payload
         try:
-            kwargs = route.read(data, plan.scope if ctx is None else ctx)
+            kwargs = route.read(request, plan.scope if ctx is None else ctx)
             if span is not None:
                 span.decoded()
             # the loop of runtime.streams inline: the method's generator, no layer between
@@ -309,7 +316,7 @@ class GrpcEnvelope:
                 async for chunk in run.chunks:
                     mark.made += 1
                     mark.holding = True  # grpc.aio's time with the message is not the method's
-                    out = write(chunk, data)
+                    out = write(chunk, request)
                     if headers_due:
                         await self._send_headers(context, ctx)
                         headers_due = False
@@ -329,6 +336,9 @@ class GrpcEnvelope:
             code, info, err = self._caught(route, exc, info, ctx, context)
             if err is None:
                 raise
+            if inband is not None:
+                yield inband(err if err.public else InternalError())
+                return
             await abort(context, err, info.id)
         finally:
             owner.calls -= 1

@@ -101,7 +101,7 @@ def model_config(model: V2Model) -> dict[str, Any]:
         "name": model.name, "platform": PLATFORM, "backend": PLATFORM,
         "version_policy": {"specific": {"versions": [int(model.version)]}},
         "max_batch_size": batch, "input": inputs, "output": outputs,
-        "model_transaction_policy": {"decoupled": False},
+        "model_transaction_policy": {"decoupled": model.decoupled},
     }
     if model.api.batchable:
         config["dynamic_batching"] = {

@@ -7,8 +7,11 @@ field or key; anything else: `result`). Nothing here knows a data type: decoding
 each field its tensors and lets the facet make the value, then the API's `Decoder`
 validates everything exactly as for the native routes.
 
-An API the protocol cannot carry (a stream, a complex tensor, a name used twice) is
-still a model, listed with the reason in `unsupported`; inferring on it is refused.
+An API the protocol cannot carry (a complex tensor, a name used twice) is still a
+model, listed with the reason in `unsupported`; inferring on it is refused. An API
+that streams (a generator output, or a streamed input: one element per request) is a
+*decoupled* model, Triton's term for responses that are not one per request: served
+by `ModelStreamInfer` only (`tensorwire.v2.stream_infer`); `ModelInfer` refuses it.
 """
 
 from __future__ import annotations
@@ -53,8 +56,12 @@ class V2Model:
         self.output = api.output.codec.v2
         self.inputs: list[TensorMeta] = [t for i in self.fields
                                          for t in i.facet.tensors(i.field.name)]
-        self.outputs: list[TensorMeta] = [] if api.output.stream else \
-            self.output.output_tensors()
+        #: Its outputs: the result's, or each chunk's for a generator.
+        self.outputs: list[TensorMeta] = self.output.output_tensors()
+        #: Whether its input is a stream: one request of Triton's stream per element.
+        self.streams_in = api.stream_input is not None
+        #: Triton's decoupled transaction policy: responses are not one per request.
+        self.decoupled = api.output.stream or self.streams_in
         #: Input name -> the field that reads it.
         self.claimed = {n: i for i in self.fields for n in (i.names or ())}
         self.catch_all = next((i for i in self.fields if i.names is None), None)
@@ -67,10 +74,6 @@ class V2Model:
         self.raw_input = self._raw_input()
 
     def _unsupported(self) -> str | None:
-        api = self.api
-        if api.output.stream:
-            return (f"it streams (a generator), which the protocol cannot carry: call it "
-                    f"at POST {api.route} or over its own gRPC service")
         for i in self.fields:
             reason = i.facet.unsupported
             if reason is not None:
@@ -114,6 +117,16 @@ class V2Model:
         if self.unsupported is not None:
             raise Unimplemented(f"model {self.name!r} cannot be called over the Open "
                                 f"Inference Protocol: {self.unsupported}")
+
+    def refuse_if_decoupled(self) -> None:
+        """Unimplemented (501 / UNIMPLEMENTED) for `ModelInfer` on a decoupled model:
+        only Triton's stream carries its responses, as Triton says of its own."""
+        if self.decoupled:
+            why = ("its input is a stream, one request per element" if self.streams_in
+                   else "it streams its output, one response per chunk")
+            raise Unimplemented(f"model {self.name!r} is decoupled ({why}): call it with "
+                                "ModelStreamInfer (tritonclient's start_stream and "
+                                "async_stream_infer), or at its own route")
 
     # ------------------------------------------------------------------ calls
     def decode(self, tensors: Mapping[str, Tensor], scope: Scope) -> dict[str, Any]:

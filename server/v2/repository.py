@@ -151,11 +151,14 @@ class Repository:
     # ------------------------------------------------------------------ infer
     @staticmethod
     def decode(model: V2Model, inputs: Mapping[str, Tensor], requested: Sequence[str],
-               scope: Scope) -> dict[str, Any]:
+               scope: Scope, stream: bool = False) -> dict[str, Any]:
         """The API's validated arguments from a request's tensors, once the model is
         known to be callable and the `requested` outputs to exist. `scope` is the
-        request's decode scope (its Context when the API takes files)."""
+        request's decode scope (its Context when the API takes files); `stream`: the
+        request came in Triton's stream, which serves decoupled models too."""
         model.refuse_if_unsupported()
+        if not stream:
+            model.refuse_if_decoupled()
         model.check_requested(requested)
         return model.decode(inputs, scope)
 

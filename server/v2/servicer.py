@@ -2,8 +2,9 @@
 service's own grpc.aio server.
 
 `ServerLive`, `ServerReady`, `ModelReady`, `ServerMetadata`, `ModelMetadata`,
-`ModelInfer`, Triton's `ModelStreamInfer` (requests answered in order, errors in-band
-as `error_message`), Triton's `ModelConfig` and `ModelStatistics` (the same
+`ModelInfer`, Triton's `ModelStreamInfer` (`tensorwire.v2.stream_infer`: requests
+answered in order, errors in-band as `error_message`, decoupled models for generator
+and streamed-input APIs), Triton's `ModelConfig` and `ModelStatistics` (the same
 documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`) and
 the model repository's `RepositoryIndex`, `RepositoryModelLoad` and
 `RepositoryModelUnload` (`tensorwire.runtime.control`); the rpcs of the extensions
@@ -41,6 +42,7 @@ from ..wire.oip import (
 from .model import PLATFORM, V2Model
 from .raw_contents import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .repository import Repository
+from .stream_infer import FINAL, TritonStream
 from .unsupported import BY_RPC, Extension
 
 log = logging.getLogger("tensorwire.v2")
@@ -194,7 +196,7 @@ class V2Servicer:
         return pb.RepositoryIndexResponse(models=entries)
 
     # ------------------------------------------------------------------ infer
-    def _request(self, data: bytes) -> tuple[Any, Any, V2Model]:
+    def parse(self, data: bytes) -> tuple[Any, Any, V2Model]:
         """(request, its raw inputs or None, its model); the raw inputs of a big
         request are cut out before parsing, as views of `data`."""
         try:
@@ -207,7 +209,7 @@ class V2Servicer:
 
     async def model_infer(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            request, raw, model = self._request(data)
+            request, raw, model = self.parse(data)
         except TensorwireError as exc:  # before admission: no metric for unknown names
             await abort(context, exc, None)
             raise  # unreachable: abort raises
@@ -217,36 +219,58 @@ class V2Servicer:
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes],
                                  context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        """Triton's stream: one response per request, in order; a failed request is an
-        in-band `error_message` and the stream goes on."""
-        async for data in requests:
-            yield await self._stream_one(data, context)
+        """Triton's stream (`tensorwire.v2.stream_infer`)."""
+        async for answer in TritonStream(self, requests, context).responses():
+            yield answer
 
-    async def _stream_one(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        try:
-            request, raw, model = self._request(data)
-        except TensorwireError as exc:
-            return _inband(exc)
+    # ------------------------------------------------------------------ in the stream
+    @staticmethod
+    def inband(err: TensorwireError) -> bytes:
+        """A failed request (or call) of Triton's stream, as its answer."""
+        return _inband(err)
+
+    def chunk_route(self, model: V2Model, final: bool | None) -> GrpcRoute:
+        """A generator API's request in Triton's stream: one answer per chunk
+        (`final`: Triton's `triton_final_response` on each, None for none)."""
         assert self.envelope is not None
-        return await self.envelope.unary(self.stream_routes[model.name], data, context,
-                                         (request, raw), inband=_inband)
+        return self.envelope.route(model_route(
+            self.repository, model, self.repository.plan(model.name), streamed=True,
+            final=final))
+
+    def answer(self, model: V2Model, request: Any, result: Any, final: bool | None
+               ) -> bytes:
+        """One answer of Triton's stream to `request`: the result's requested outputs."""
+        out = encode_response(model, request.id, self.repository.outputs(
+            model, result, [o.name for o in request.outputs]),
+            None if final is None else {FINAL: final})
+        return length_delimited(_STREAM_INFER_RESPONSE, out)
+
+    @staticmethod
+    def final_answer(model: V2Model, request_id: str) -> bytes:
+        """The empty answer that ends a decoupled call's answers."""
+        return length_delimited(_STREAM_INFER_RESPONSE,
+                                encode_response(model, request_id, [], {FINAL: True}))
 
 
 def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
-                streamed: bool = False) -> GrpcRoute:
+                streamed: bool = False, final: bool | None = None) -> GrpcRoute:
     """How one v2 model's `ModelInfer` reads and writes, over its API's plan
-    (`streamed`: its answer framed as a `ModelStreamInferResponse`)."""
+    (`streamed`: in Triton's stream, its answer framed as a `ModelStreamInferResponse`,
+    with `final` as `triton_final_response` unless None)."""
+    params = None if final is None else {FINAL: final}
+
     def read(payload: tuple[Any, Any], scope: Any) -> dict[str, Any]:
         request, raw = payload
         arrays = arrays_from_infer_request(request, raw)
         inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
                   for i in request.inputs}
-        return repository.decode(model, inputs, [o.name for o in request.outputs], scope)
+        return repository.decode(model, inputs, [o.name for o in request.outputs], scope,
+                                 stream=streamed)
 
     def write(result: Any, payload: tuple[Any, Any]) -> bytes:
         request = payload[0]
         out = encode_response(model, request.id, repository.outputs(
-            model, result, [o.name for o in request.outputs]))
+            model, result, [o.name for o in request.outputs]), params)
         return length_delimited(_STREAM_INFER_RESPONSE, out) if streamed else out
 
     return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}", timed=True)
@@ -257,10 +281,14 @@ def _inband(err: TensorwireError) -> bytes:
     return pb.ModelStreamInferResponse(error_message=err.message).SerializeToString()
 
 
-def encode_response(model: V2Model, request_id: str, outputs: list[Tensor]) -> bytes:
-    """A `ModelInferResponse`: every output's bytes in `raw_output_contents`."""
+def encode_response(model: V2Model, request_id: str, outputs: list[Tensor],
+                    parameters: dict[str, Any] | None = None) -> bytes:
+    """A `ModelInferResponse`: every output's bytes in `raw_output_contents`
+    (`parameters`: the response's own, Triton's final flag)."""
     response = pb.ModelInferResponse(model_name=model.name, model_version=model.version,
                                      id=request_id)
+    if parameters:
+        params_to_proto(response.parameters, parameters)
     payloads = []
     for t in outputs:
         datatype, shape, data = raw_from_array(t.array)

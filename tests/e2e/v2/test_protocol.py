@@ -49,7 +49,7 @@ def test_server_health_and_metadata_on_both_ports(servers: t.Any) -> None:
         assert client.is_server_live() and client.is_server_ready()
         assert client.is_model_ready("summarize")
         assert client.is_model_ready("summarize", "1")
-        assert not client.is_model_ready("spell")  # a stream: listed, never ready
+        assert client.is_model_ready("spell")  # a stream: a decoupled model
     extensions = ["binary_tensor_data", "model_configuration", "model_repository",
                   "statistics"]
     assert http.get_server_metadata()["extensions"] == extensions
@@ -58,7 +58,7 @@ def test_server_health_and_metadata_on_both_ports(servers: t.Any) -> None:
     assert get(f"{server.http_url}/v2/health/live").json() == {"live": True}
     assert get(f"{server.http_url}/v2/health/ready").json() == {"ready": True}
     spell = get(f"{server.http_url}/v2/models/spell/ready")
-    assert spell.status == 400 and "it streams" in spell.json()["error"]
+    assert spell.status == 200 and spell.json()["ready"]
 
 
 def test_model_metadata_over_http_and_grpc(servers: t.Any) -> None:
@@ -92,13 +92,12 @@ def test_unknown_models_and_versions_are_404_and_not_found(servers: t.Any) -> No
     assert post(f"{server.http_url}/v2/models/summarize", b"{}").status == 405
 
 
-def test_the_repository_index_lists_a_stream_with_the_reason(servers: t.Any) -> None:
+def test_the_repository_index_lists_a_stream_as_ready(servers: t.Any) -> None:
     index = http_client(servers[LanguageModel]).get_model_repository_index()
     assert [(m["name"], m["state"]) for m in index] == [
-        ("generate", "UNAVAILABLE"), ("agenerate", "UNAVAILABLE")]
-    assert index[0]["reason"].startswith("it streams (a generator)")
+        ("generate", "READY"), ("agenerate", "READY")]  # decoupled models
     ready = post(f"{servers[Quickstart].http_url}/v2/repository/index", {"ready": True})
-    assert [m["name"] for m in ready.json()] == ["summarize", "upper", "count"]
+    assert [m["name"] for m in ready.json()] == ["summarize", "upper", "count", "spell"]
 
 
 def test_inferring_on_a_stream_is_unimplemented_with_the_reason(servers: t.Any) -> None:
@@ -106,7 +105,8 @@ def test_inferring_on_a_stream_is_unimplemented_with_the_reason(servers: t.Any) 
     with pytest.raises(InferenceServerException) as info:
         infer("http-binary", server, "spell", {"word": texts("hi")})
     assert info.value.status() == "501"
-    assert "cannot be called over the Open Inference Protocol: it streams" in str(info.value)
+    assert "model 'spell' is decoupled (it streams its output" in str(info.value)
+    assert "ModelStreamInfer" in str(info.value)
     with pytest.raises(InferenceServerException) as info:
         infer("grpc", server, "spell", {"word": texts("hi")})
     assert info.value.status() == "StatusCode.UNIMPLEMENTED"

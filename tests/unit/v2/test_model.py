@@ -59,13 +59,24 @@ def test_tensors_single_outputs_and_frames() -> None:
     assert nearest.inputs[0].parameters == {"content_type": "application/json"}
 
 
-def test_a_stream_is_listed_with_the_reason_and_refused() -> None:
+def test_a_stream_is_a_decoupled_model_that_model_infer_refuses() -> None:
+    """Triton's decoupled models: a generator's outputs are each chunk's, a streamed
+    input's inputs each element's; only ModelStreamInfer serves them."""
     m = model(LanguageModel, "generate")
-    assert m.unsupported.startswith("it streams (a generator)")
-    assert "POST /generate" in m.unsupported
-    assert m.metadata()["error"] == m.unsupported
-    with pytest.raises(Unimplemented, match="model 'generate' cannot be called"):
-        m.refuse_if_unsupported()
+    assert m.unsupported is None and m.decoupled and not m.streams_in
+    assert [(t.name, t.datatype) for t in m.outputs] == [("result", "BYTES")]
+    assert "error" not in m.metadata()
+    m.refuse_if_unsupported()
+    with pytest.raises(Unimplemented, match=r"model 'generate' is decoupled .* "
+                                            r"ModelStreamInfer"):
+        m.refuse_if_decoupled()
+    from tests.support.stream_services import Streams
+
+    total = model(Streams, "total")
+    assert total.decoupled and total.streams_in and total.unsupported is None
+    assert [(t.name, t.datatype, t.shape) for t in total.inputs] == [
+        ("frames", "FP32", (-1,))]
+    model(Quickstart, "summarize").refuse_if_decoupled()  # one value, one answer
 
 
 @tensorwire.service
@@ -98,7 +109,7 @@ def test_apis_the_protocol_cannot_carry_say_why() -> None:
         "input name 'qty' is used twice (a field and a column?)")
     assert reasons["complex_out"] == (
         "output: complex64 tensors have no Open Inference Protocol datatype")
-    assert reasons["ticks"].startswith("it streams")
+    assert reasons["ticks"] is None  # a stream: a decoupled model
     assert reasons["scaled"] is None
 
 

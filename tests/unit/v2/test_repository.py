@@ -69,7 +69,7 @@ def test_health_follows_the_runtime(repository: Repository, runtime: ServiceRunt
                                     ) -> None:
     stats, ticks = repository.models["stats"], repository.models["ticks"]
     assert repository.live and repository.ready
-    assert repository.model_ready(stats) and not repository.model_ready(ticks)
+    assert repository.model_ready(stats) and repository.model_ready(ticks)  # decoupled
     runtime.admission.draining = True
     assert repository.live and not repository.ready  # alive while it drains
     assert not repository.model_ready(stats)
@@ -81,15 +81,16 @@ def test_health_follows_the_runtime(repository: Repository, runtime: ServiceRunt
 def test_the_index_gives_each_model_s_state_and_why(repository: Repository,
                                                     runtime: ServiceRuntime) -> None:
     stats, ticks = repository.index()
-    assert stats == {"name": "stats", "version": "1", "state": "READY"}
-    assert (ticks["name"], ticks["state"]) == ("ticks", "UNAVAILABLE")
-    assert ticks["reason"] == repository.models["ticks"].unsupported
-    assert ticks["reason"].startswith("it streams (a generator)")
+    together = "a model of service Plane, with {}: they load and unload together"
+    assert stats == {"name": "stats", "version": "1", "state": "READY",
+                     "reason": together.format("ticks")}
+    assert ticks == {"name": "ticks", "version": "1", "state": "READY",  # decoupled
+                     "reason": together.format("stats")}
     runtime.admission.draining = True
     stats, ticks = repository.index()
     assert stats == {"name": "stats", "version": "1", "state": "UNAVAILABLE",
                      "reason": "the server is shutting down; retry on another instance"}
-    assert ticks["reason"].startswith("it streams")  # its own reason comes first
+    assert ticks["reason"] == stats["reason"]
 
 
 def test_a_model_is_found_by_name_and_any_or_its_own_version(repository: Repository
@@ -109,11 +110,13 @@ def test_an_unknown_model_or_version_is_not_found_naming_what_there_is(
     assert info.value.message == "model 'stats' has no version '2'; its version is '1'"
 
 
-def test_decode_refuses_a_model_the_protocol_cannot_carry_before_reading(
+def test_decode_refuses_a_decoupled_model_outside_the_stream_before_reading(
         repository: Repository) -> None:
     ticks = repository.models["ticks"]
-    with pytest.raises(Unimplemented, match="model 'ticks' cannot be called"):
+    with pytest.raises(Unimplemented, match="model 'ticks' is decoupled"):
         repository.decode(ticks, {"n": Tensor("bogus", np.array([object()]))}, [], None)
+    assert repository.decode(ticks, {"n": Tensor("n", np.array([3]))}, [], None,
+                             stream=True) == {"n": 3}  # Triton's stream serves it
 
 
 def test_decode_checks_the_requested_outputs_then_the_inputs(repository: Repository

@@ -113,7 +113,7 @@ async def test_small_calls_answer_from_the_repository(channel) -> None:
     ready = await _method(ch, "ServerReady")(pb.ServerReadyRequest().SerializeToString())
     assert pb.ServerReadyResponse.FromString(ready).ready
     model_ready = _method(ch, "ModelReady")
-    for name, want in (("scale", True), ("ticks", False)):  # a stream is never ready
+    for name, want in (("scale", True), ("ticks", True)):  # a stream: decoupled, ready
         reply = await model_ready(pb.ModelReadyRequest(name=name).SerializeToString())
         assert pb.ModelReadyResponse.FromString(reply).ready is want, name
     reply = await _method(ch, "ModelMetadata")(
@@ -169,7 +169,7 @@ async def test_model_infer_refuses_before_running(channel) -> None:
     assert details.startswith("malformed ModelInferRequest")
     code, details, _ = await _refused(
         infer, pb.ModelInferRequest(model_name="ticks").SerializeToString())
-    assert code == grpc.StatusCode.UNIMPLEMENTED and "it streams" in details
+    assert code == grpc.StatusCode.UNIMPLEMENTED and "is decoupled" in details
 
 
 async def test_the_stream_answers_each_request_in_order_with_errors_in_band(channel
@@ -192,7 +192,7 @@ async def test_the_stream_answers_each_request_in_order_with_errors_in_band(chan
     assert errors[1].startswith("factor: ")
     assert errors[2] == "unknown model 'nope'; this server has: scale, ticks"
     assert errors[3].startswith("malformed ModelInferRequest")
-    assert "it streams" in errors[4]
+    assert errors[4] == "n: Field required"  # a decoupled model, served in the stream
     for answer, factor in ((answers[0], 2.0), (answers[5], 0.5)):
         response = answer.infer_response
         out = response.outputs[0]
