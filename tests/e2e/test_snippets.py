@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tensorwire.runtime.hosted import Placement
 from tests.support.servers import RunningServer, serving
 from tests.support.snippets import ROOT, Block, blocks, run_python, run_shell
 
@@ -44,9 +45,14 @@ def servers() -> Iterator[Callable[[Block], RunningServer]]:
         def server_for(block: Block) -> RunningServer:
             key = block.marker or ""
             if key not in cache:
-                module, _, name = (block.target or "").partition(":")
-                service = getattr(importlib.import_module(module), name)
-                cache[key] = stack.enter_context(serving(service, **block.settings))
+                placed = []
+                for prefix, target in block.targets:
+                    module, _, name = target.partition(":")
+                    placed.append((getattr(importlib.import_module(module), name),
+                                   Placement(prefix=prefix, target=target)))
+                served = placed[0][0] if len(placed) == 1 and not placed[0][1].prefix \
+                    else placed
+                cache[key] = stack.enter_context(serving(served, **block.settings))
             return cache[key]
 
         yield server_for

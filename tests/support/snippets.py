@@ -6,6 +6,7 @@ the docs site):
 
     <!-- snippet: examples.quickstart:Quickstart -->        a served example
     <!-- snippet: examples.digits:Digits max_concurrency=4 -->  with settings
+    <!-- snippet: iris=examples.iris:Iris examples.quickstart:Quickstart -->  several
     <!-- snippet: run -->                                    Python that needs no server
     <!-- snippet: skip: why -->                              not run here, and why
 
@@ -78,13 +79,25 @@ class Block:
         """`MODULE:Class` of the example the block runs against (None: no server)."""
         if self.marker is None or self.marker == "run" or self.marker.startswith("skip"):
             return None
-        return self.marker.split()[0]
+        return self.targets[0][1]
+
+    @property
+    def targets(self) -> list[tuple[str, str]]:
+        """(prefix, `MODULE:Class`) of every service the block's server serves: the
+        marker's words with a colon, `prefix=MODULE:Class` under a prefix (several make
+        one server of several services, as `tensorwire serve a:A b:B` does)."""
+        words = [w for w in (self.marker or "").split() if ":" in w]
+        return [(head, rest) if rest else ("", head)
+                for head, _, rest in (w.partition("=") if "=" in w else (w, "", "")
+                                      for w in words)]
 
     @property
     def settings(self) -> dict[str, object]:
-        """`key=value` settings after the target, typed as the literal reads."""
+        """`key=value` settings after the target(s), typed as the literal reads."""
         out: dict[str, object] = {}
         for pair in (self.marker or "").split()[1:]:
+            if ":" in pair:
+                continue  # another service
             key, _, value = pair.partition("=")
             out[key] = (True if value == "true" else False if value == "false"
                         else int(value) if value.isdigit() else value)
