@@ -14,7 +14,10 @@ on both protocols (they share the API's series). How each field is made:
   those requests. The native routes are not timed so (two clock reads a request, which
   their fast path does without): they count in `success` and `fail` only;
 - `queue`: a batchable API's requests' waits for their batch (a request split across
-  batches counts once per part); other APIs have no queue of their own: 0;
+  batches counts once per part); another API has no queue of its own: its timed
+  requests with no time (a `def` method's wait for a thread is inside compute_infer),
+  counted all the same, since perf_analyzer finds the version that served it by the
+  growth of this count;
 - `execution_count` and `batch_stats`: a batchable API's successful batched calls by
   size (native requests included), each with its input (requests joined), infer (the
   method) and output (copied to the host, split) seconds; any other API runs once per
@@ -117,8 +120,9 @@ def _entry(model: V2Model, t: _Totals) -> dict[str, Any]:
                         "compute_infer": _duration(b["runs"], b["infer"]),
                         "compute_output": _duration(b["runs"], b["output"])}
                        for size, b in sorted(t.batches.items())]
-    else:
-        queue = _duration(0, 0.0)
+    else:  # no queue of its own: counted (perf_analyzer finds the model's version by
+        # it), with no time (a wait for one of its threads is inside compute_infer)
+        queue = _duration(timed, 0.0)
         executions = items = timed
         batch_stats = [] if not timed else [{
             "batch_size": 1, "compute_input": _duration(timed, decode),

@@ -148,6 +148,8 @@ def test_statistics_count_what_both_protocols_ran(server: t.Any) -> None:
     assert stats["success"]["ns"] > 0 and stats["fail"]["ns"] > 0
     for phase in ("compute_input", "compute_infer", "compute_output"):
         assert stats[phase]["count"] == 4 and stats[phase]["ns"] > 0, phase
+    # no queue of its own, but counted: perf_analyzer finds the version by this count
+    assert stats["queue"] == {"count": 4, "ns": 0}
     # the phases are parts of the successful requests' time
     parts = sum(stats[p]["ns"] for p in ("compute_input", "compute_infer", "compute_output"))
     assert parts <= stats["success"]["ns"] * 1.001
