@@ -109,7 +109,7 @@ class Frames:
     over through an `asyncio.Queue` had cost 22 us a message, bench/streams_in.py)."""
 
     __slots__ = ("_ahead", "_binary", "_done", "_facet", "_line", "_name", "_pump",
-                 "_reader_waits", "_scope", "_task", "_text", "_waiter", "_ws", "ended",
+                 "_reader_waits", "_scope", "_task", "_text", "_wanted", "_ws", "ended",
                  "max_size", "received")
 
     def __init__(self, ws: web.WebSocketResponse, steps: WebSocketSteps, scope: Any) -> None:
@@ -128,7 +128,7 @@ class Frames:
         self._task = asyncio.current_task()  # the call's, cancelled if the client leaves
         self._line: deque[Any] = deque()
         self._ahead = 0  # bytes in the line
-        self._waiter: asyncio.Future[None] | None = None  # the element stream's
+        self._wanted: asyncio.Future[None] | None = None  # the element stream's
         self._reader_waits: asyncio.Future[None] | None = None  # the reader's, for room
         self._pump = asyncio.ensure_future(self._read())
 
@@ -159,7 +159,7 @@ class Frames:
             return
 
     def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
+        waiter, self._wanted = self._wanted, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -174,8 +174,8 @@ class Frames:
     async def __anext__(self) -> Any:
         line = self._line
         while not line:
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+            self._wanted = asyncio.get_running_loop().create_future()
+            await self._wanted
         msg = line.popleft()
         self._ahead -= len(msg.data) if msg.type is not WSMsgType.ERROR else 0
         waits = self._reader_waits
