@@ -1,6 +1,6 @@
 """Services that call services on the wire (issue 35): a pipeline serving its dependency
 in-process, and a pipeline calling it in another server process over gRPC, both
-reached over HTTP and gRPC; tensors, models, files and streams; the deadline, trace
+reached over HTTP and gRPC; tensors, models, files, streams out and in; the deadline, trace
 context, request id and cancellation crossing; a dependency that is down; batching of
 the pipeline's calls with everyone else's."""
 
@@ -73,6 +73,7 @@ def test_every_kind_of_value_crosses_on_both_protocols(placement: str, tmp_path:
             assert client.spell(word="abc") == ["a", "b", "c"]
             assert client.count(n=3) == [0, 1, 2]
             assert client.count_first(n=1000) == 0
+            assert client.total(frames=[X, X[:1]]) == 34.0  # a streamed input
 
 
 def test_in_process_the_dependency_has_no_routes_of_its_own(together: RunningServer) -> None:

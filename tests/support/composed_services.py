@@ -105,6 +105,15 @@ class Model:
     def fail(self, why: str) -> str:
         raise ValueError(why)
 
+    @tensorwire.api
+    async def total(self, frames: t.AsyncIterator[Rows]) -> float:
+        """A streamed input: the sum of every frame."""
+        out = 0.0
+        async for frame in frames:
+            SEEN.setdefault("total", []).append(frame)
+            out += float(frame.sum())
+        return out
+
 
 @tensorwire.service(proto_package="composed.pipeline")
 class Pipeline:
@@ -185,6 +194,12 @@ class Pipeline:
     @tensorwire.api
     def fail(self, why: str) -> str:
         return self.model.fail(why=why)
+
+    @tensorwire.api
+    def total(self, frames: list[Rows]) -> float:
+        """Streams its frames into the model (an iterable for a streamed input)."""
+        SEEN["total"] = []
+        return self.model.to_sync.total(frames=frames)
 
     @tensorwire.api
     def bad_input(self) -> np.ndarray:

@@ -92,6 +92,15 @@ async def test_streams_both_kinds(group: Group) -> None:
     assert await request(runtime, "count_first", {"n": 100}) == 0
 
 
+async def test_a_streamed_input_takes_an_iterable(group: Group) -> None:
+    frames = [rows(1, 1.0), rows(2, 2.0)]
+    assert await request(group.runtime(Pipeline), "total", {"frames": frames}) == 20.0
+    assert all(got is sent for got, sent in zip(SEEN["total"], frames, strict=True))
+    with pytest.raises(DependencyFailed, match=r"refused its input: frames\.1"):
+        await request(group.runtime(Pipeline), "total",
+                      {"frames": [rows(), np.ones((1, 3), np.float32)]})
+
+
 async def test_the_dependency_refusing_its_input_is_the_pipelines_500(group: Group) -> None:
     with pytest.raises(DependencyFailed) as caught:
         await request(group.runtime(Pipeline), "bad_input", {})
