@@ -16,7 +16,8 @@ the path a request to it takes, minus the wire:
   with the status a request would have got. It is not refused by `max_concurrency` or
   the drain: the request that makes it was admitted, and turning its inner calls away
   halfway would waste what it did (it still counts as in flight, so a drain waits for
-  it); it is refused, 503, while the dependency is not loaded;
+  it, and so does an unload of the dependency: model control); it is refused, 503,
+  while the dependency is not loaded;
 - its `Context` (for an API that declares one or takes files) carries the calling
   request's headers and request id, and shares its temp dir: a file the dependency
   writes there lives until the calling request ends, so the caller can return it;
@@ -162,6 +163,8 @@ class LocalAPI:
     async def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The API's result, through its plan."""
         frame, info, ctx, values = self._begin(args, kwargs)
+        owner = self.plan.owner  # an unload of the dependency waits for the call
+        owner.calls += 1
         admission, series = self._series_of()
         start = admission.enter(series)
         status = "200"
@@ -181,6 +184,7 @@ class LocalAPI:
                 raise
             raise error from exc
         finally:
+            owner.calls -= 1
             self._end(admission, series, start, status, info, ctx, frame)
 
     async def chunks(self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -188,6 +192,8 @@ class LocalAPI:
         """A generator API's chunks, through its plan (`open`): its per-chunk time
         limit counts the making of each chunk, never the caller's time with it."""
         frame, info, ctx, values = self._begin(args, kwargs)
+        owner = self.plan.owner
+        owner.calls += 1
         admission, series = self._series_of()
         start = admission.enter(series)
         status = "200"
@@ -220,6 +226,7 @@ class LocalAPI:
         finally:
             if stream is not None:
                 await stream.aclose()
+            owner.calls -= 1
             self._end(admission, series, start, status, info, ctx, frame)
 
 

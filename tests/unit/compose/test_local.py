@@ -159,6 +159,19 @@ async def test_cancelling_the_request_cancels_the_dependency_call(group: Group, 
     assert CANCELLED[kind].is_set()
 
 
+async def test_a_call_in_flight_holds_the_dependencys_runtime(group: Group) -> None:
+    """An unload of the model (model control) waits for the pipeline's calls too."""
+    model = group.runtime(Model)
+    task = asyncio.ensure_future(request(group.runtime(Pipeline), "wait", {"seconds": 5.0}))
+    await asyncio.sleep(0.2)
+    assert model.calls == 1
+    assert not await model.drained(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await model.drained(1.0) and model.calls == 0
+
+
 async def test_pipeline_calls_batch_with_direct_calls(group: Group) -> None:
     BATCHES.clear()
     pipeline, model = group.runtime(Pipeline), group.runtime(Model)
