@@ -289,3 +289,14 @@ def test_auth_by_header_or_subprotocol_else_close_1008():
                 return ws.close_code
 
         assert run(wrong_subprotocol()) == 1008
+
+
+def test_a_draining_server_closes_1013(server):
+    """Refused before the call begins, as a POST would be 503: browsers see the code."""
+    server.runtime.admission.draining = True
+    try:
+        data, code, reason = run(collect(url(server, "total"), "[1]", END))
+    finally:
+        server.runtime.admission.draining = False
+    assert (data, code, reason["status"]) == ([], 1013, 503)
+    assert "shutting down" in reason["error"]
