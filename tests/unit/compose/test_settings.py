@@ -42,3 +42,14 @@ def test_env_and_toml_alike(tmp_path: Path) -> None:
 def test_a_malformed_entry_names_the_setting(entry: str) -> None:
     with pytest.raises(ConfigError, match=r"dependencies: .* is not NAME=URL"):
         load_settings({"dependencies": [entry]}, env={})
+
+
+def test_serve_refuses_a_placement_that_names_no_dependency(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tensorwire.ops.cli import main
+
+    code = main(["serve", "tests.support.composed_services:Pipeline",
+                 "--dependency", "Modle=grpc://model:50051"])
+    assert code == 2
+    assert ("--dependency Modle: no service served here depends on Modle (its "
+            "dependencies: Model)") in capsys.readouterr().err
