@@ -260,3 +260,13 @@ def test_a_tracing_pipeline_passes_its_own_span_on(model_beside: RunningServer) 
                     assert trace_id == TRACEPARENT.split("-")[1], (client.protocol, api)
                     assert parent != TRACEPARENT.split("-")[2], (client.protocol, api)
             client.close()
+
+
+def test_a_dependency_placed_at_an_http_url(model_process: RunningServer) -> None:
+    with (serving(Pipeline, dependencies=[f"Model={model_process.http_url}"]) as server,
+          tensorwire.SyncClient(f"grpc://{server.grpc_target}", service=PIPELINE) as client):
+        assert client.classify(x=X).tolist() == [12.0, 44.0]
+        assert client.weigh(item={"name": "fig"}) == {"name": "FIG", "weight": 2.0}
+        assert client.spell(word="ok") == ["o", "k"]
+        seen = client.with_options(headers={"x-request-id": "req-h"}).seen()
+        assert (seen["request_id"], seen["protocol"]) == ("req-h", "http")
