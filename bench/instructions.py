@@ -18,8 +18,9 @@ stream of 64 short chunks per request instead (the `tokens` API of both servers)
 per-chunk trim shows as instructions per chunk. Writes bench/results/instructions.json
 (`instructions_tokens.json` for streams).
 
-`--wire` counts tensorwire alone on its other request paths (a server per wire, the
-load sent from this process): `grpc` (the same small request as a native gRPC call),
+`--wire` counts tensorwire on its other request paths (a server per wire, the load
+sent from this process): `grpc` (the same small request as a native gRPC call, and to
+the bare grpc.aio servicer `bench.baselines.bare_grpc` on the same loop: the ratio),
 `v2-grpc` (a 1x4 float32 `ModelInfer` with raw contents, as tritonclient sends it) and
 `v2-http` (the same infer with Triton's binary tensor extension). `--loop` picks the
 server's event loop. These are the before/after figures of a change to a transport:
@@ -170,17 +171,42 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 300,
     raise RuntimeError("the server did not become ready")
 
 
+def _wait_grpc(port: int, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    """Until the server at `port` answers gRPC health checks SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the server exited before it was ready")
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=10)
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        except grpc.RpcError:
+            pass
+        time.sleep(1)
+    raise RuntimeError("the server did not become ready")
+
+
 def count(cmd: list[str], port: int, args: argparse.Namespace,
-          load: Any = None) -> dict[str, Any]:
+          load: Any = None, grpc_ready: bool = False) -> dict[str, Any]:
     """Instructions per request of one server under callgrind. `load(n)` sends `n`
-    requests (default: the `--api` JSON POSTs to `port`)."""
+    requests (default: the `--api` JSON POSTs to `port`); `grpc_ready`: wait for
+    `port`'s gRPC health (a server without HTTP) rather than an HTTP answer."""
     out = Path(tempfile.mkdtemp(prefix="tensorwire-instr-")) / "callgrind.out"
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no",
                              f"--callgrind-out-file={out}", *cmd], cwd=ROOT,
                             env={**os.environ, "PYTHONHASHSEED": "0"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_ready(port, proc, path="/predict" if load is None else "/readyz")
+        if grpc_ready:
+            _wait_grpc(port, proc)
+        else:
+            _wait_ready(port, proc, path="/predict" if load is None else "/readyz")
         if load is None:
             body, _ = APIS[args.api]
 
@@ -266,9 +292,27 @@ def count_wire(args: argparse.Namespace) -> None:
                 args, load)
     print(f"tensorwire {args.wire} on {args.loop}: {row['per_request']:,.0f} "
           f"instructions/request")
+    summary = {"tensorwire": row}
+    payload: dict[str, Any] = {}
+    if args.wire == "grpc":  # the same request to bare grpc.aio on the same loop
+        from bench.baselines.stubs import compile_stubs
+
+        port = free_port()
+        stubs = compile_stubs()
+        bare_path = "/bench.Bench/Predict"
+
+        def bare_load(n: int) -> None:
+            send_grpc(port, bare_path, data, n, args.connections)
+
+        summary["bare"] = count([PY, "-m", "bench.baselines.bare_grpc", "--port", str(port),
+                                 "--stubs", str(stubs), "--loop", args.loop], port, args,
+                                bare_load, grpc_ready=True)
+        payload["ratio"] = summary["tensorwire"]["per_request"] / summary["bare"]["per_request"]
+        print(f"bare grpc.aio on {args.loop}: {summary['bare']['per_request']:,.0f} "
+              f"instructions/request; tensorwire / bare: {payload['ratio']:.3f}")
     name = f"instructions_{args.wire}_{args.loop}"
     path = write_results(name, {"name": name, "machine": machine_info(),
-                                "config": vars(args), "summary": {"tensorwire": row}})
+                                "config": vars(args), "summary": summary, **payload})
     print(f"results: {path}")
 
 
