@@ -15,14 +15,22 @@ cancellation (the client left, the deadline passed) cancels those tasks and refu
 the thread's later calls. An `async def` method's calls run in the request's own task,
 so they are cancelled with it.
 
+A generator API's chunks are made under a frame too (`framed_chunks`): current while
+each chunk is made, in a task of its own per chunk (a `def` generator's step in the pool
+gets its context), so that a cancelled stream cancels its inner calls before it waits
+for the step. It has no deadline of its own: a stream's time limit is per chunk, and
+the dependency's own limit bounds each inner call. Leaving the stream cancels the inner
+calls still running.
+
 APIs of services without dependencies make no frame: this costs them nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled
@@ -30,6 +38,7 @@ from ..errors import Cancelled
 if TYPE_CHECKING:
     from ..context import Context, RequestInfo
 
+_END: Any = object()
 _CURRENT: contextvars.ContextVar[CallFrame | None] = contextvars.ContextVar(
     "tensorwire_call_frame", default=None)
 
@@ -94,3 +103,36 @@ def enter(frame: CallFrame) -> contextvars.Token[CallFrame | None]:
 
 def leave(token: contextvars.Token[CallFrame | None]) -> None:
     _CURRENT.reset(token)
+
+
+async def framed_chunks(chunks: AsyncIterator[Any], frame: CallFrame) -> AsyncIterator[Any]:
+    """`chunks`, each made with `frame` current, in a task of its own (a `def`
+    generator's step in the pool carries the task's context): a cancelled stream cancels
+    its inner calls first, then waits for the step (a `def` step returns only once the
+    inner call it waits for is over)."""
+    done = False
+    try:
+        while True:
+            token = _CURRENT.set(frame)
+            try:
+                step = asyncio.ensure_future(anext(chunks, _END))
+            finally:
+                _CURRENT.reset(token)
+            try:  # shielded: a cancel reaches this frame first, not the step
+                chunk = await asyncio.shield(step)
+            except asyncio.CancelledError:
+                frame.cancel()
+                step.cancel()
+                with contextlib.suppress(BaseException):
+                    await step
+                raise
+            if chunk is _END:
+                done = True
+                return
+            yield chunk
+    finally:
+        if not done:
+            frame.cancel()
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()

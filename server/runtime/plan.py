@@ -25,8 +25,8 @@ from the descriptor, once:
   when it does not (the service not started yet, or unloaded).
 - for an API of a service with dependencies (`APISpec.composed`), a `CallFrame` per
   call (`runtime.call_frame`): the request's Context, deadline and cancellation, current
-  while the method runs (its thread's too), for the dependency calls it makes; such a
-  request always has a Context, and no eager first step;
+  while the method runs (its thread's too) or makes each chunk, for the dependency calls
+  it makes; such a request always has a Context, and no eager first step;
 - `feed(raw, decode, scope)`: for an API whose input is a stream (`AsyncIterator[T]`),
   the arguments of a call whose elements the transport hands over one raw message at a
   time (`input_stream.Elements`: validated per element by `decode`, pulled only when
@@ -150,6 +150,9 @@ class RequestPlan:
         """Start a generator API's call (`ServiceRuntime.open_stream`); a streamed
         input waits for the client under the stream's watch, and closes with it."""
         stream = self.runtime.open_stream(self.api, kwargs, ctx)
+        if self.api.composed and ctx is not None:  # its chunks' dependency calls
+            frame = CallFrame(ctx, None, asyncio.get_running_loop())
+            stream.chunks = call_frame.framed_chunks(stream.chunks, frame)
         if self.streams_in:
             inputs = kwargs[self.api.stream_input.name]  # type: ignore[union-attr]
             inputs.mark = stream.mark

@@ -140,6 +140,8 @@ def test_request_id_and_trace_context_cross(placement: str,
                 assert seen["traceparent"] == TRACEPARENT, (client.protocol, api)
                 assert seen["protocol"] == ("inprocess" if placement == "together"
                                             else "grpc")
+            for api in ("seen_stream", "seen_stream_async"):  # generators' calls too
+                assert [c["request_id"] for c in view.call(api, n=2)] == ["req-35"] * 2
         client.close()
 
 

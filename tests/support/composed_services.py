@@ -192,6 +192,21 @@ class Pipeline:
         return await self.model.to_async.seen()
 
     @tensorwire.api
+    def seen_stream(self, n: int) -> t.Generator[dict[str, str], None, None]:
+        """A `def` generator's chunks call the model: the request's frame is theirs."""
+        for _ in range(n):
+            yield self.model.seen()
+
+    @tensorwire.api
+    def wait_stream(self, seconds: float) -> t.Generator[float, None, None]:
+        yield self.model.wait_def(seconds=seconds)
+
+    @tensorwire.api
+    async def seen_stream_async(self, n: int) -> t.AsyncGenerator[dict[str, str], None]:
+        for _ in range(n):
+            yield await self.model.to_async.seen()
+
+    @tensorwire.api
     def fail(self, why: str) -> str:
         return self.model.fail(why=why)
 

@@ -130,6 +130,38 @@ async def test_the_request_id_and_headers_cross(group: Group) -> None:
                         "traceparent": "00-ab-cd-01"}
 
 
+@pytest.mark.parametrize("api", ["seen_stream", "seen_stream_async"])
+async def test_a_streams_chunks_call_under_the_requests_frame(group: Group, api: str) -> None:
+    plan = group.runtime(Pipeline).plan(api)
+    ctx = plan.context(RequestInfo("grpc", api, Headers({"x-request-id": "req-s"})))
+    stream = plan.open({"n": 3}, ctx)
+    try:
+        chunks = [chunk async for chunk in stream.chunks]
+    finally:
+        await stream.aclose()
+        ctx.close()
+    assert [c["request_id"] for c in chunks] == ["req-s"] * 3
+
+
+async def test_leaving_a_stream_cancels_its_dependency_calls(group: Group) -> None:
+    CANCELLED["def"].clear()
+    plan = group.runtime(Pipeline).plan("wait_stream")
+    ctx = plan.context(RequestInfo("http", "wait_stream", Headers({})))
+    stream = plan.open({"seconds": 5.0}, ctx)
+    first = asyncio.ensure_future(anext(stream.chunks))
+    await asyncio.sleep(0.2)
+    first.cancel()  # the client left: the transport cancels and closes the stream
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await stream.aclose()
+    ctx.close()
+    for _ in range(100):
+        if CANCELLED["def"].is_set():
+            break
+        await asyncio.sleep(0.02)
+    assert CANCELLED["def"].is_set()
+
+
 @pytest.mark.parametrize("api", ["wait", "wait_def"])
 async def test_the_requests_deadline_bounds_the_dependency(group: Group, api: str) -> None:
     CANCELLED["async"].clear()
