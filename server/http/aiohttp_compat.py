@@ -222,11 +222,15 @@ class ProtocolBase(web.RequestHandler):
                 view[pos:pos + size] = memoryview(data)[:size]
                 pos += size
             return pos
-        done = _Lender(self, transport, view[pos:], payload).done
+        lender = _Lender(self, transport, view[pos:], payload)
+        done = lender.done
         try:
             await done
+        except asyncio.CancelledError:  # the handler is cancelled (a shutdown, say):
+            lender.abandon()  # the transport back, and the connection closed mid-body
+            raise
         finally:  # the future holds its exception, whose traceback holds this frame:
-            del done  # not a cycle that keeps the buffer until the next collection
+            del done, lender  # not a cycle that keeps the buffer until a collection
         return end
 
     def _body_returned(self, payload: Any) -> None:
@@ -254,6 +258,8 @@ class _Lender(asyncio.BufferedProtocol):
         self.view = view
         self.pos = 0
         self.payload = payload
+        #: Whether the body is in, or the lending ended otherwise.
+        self.over = False
         self.done: asyncio.Future[None] = handler.loop.create_future()
         self._swap(self)
 
@@ -279,12 +285,24 @@ class _Lender(asyncio.BufferedProtocol):
     def _release(self) -> None:
         """Drop the buffer: a transport may keep its last protocol's methods (uvloop
         does), and the buffer must be lent again once its request is over."""
+        self.over = True
         self.view = memoryview(b"")
         self.payload = None
 
-    def _fail(self, why: str) -> None:
+    def abandon(self) -> None:
+        """The reader gave up (cancelled: `done` is cancelled with it): aiohttp's
+        protocol gets the transport back, and the connection closes (its parser is
+        still inside this body)."""
+        if self.over:
+            return
         self._release()
         self.transport.set_protocol(self.handler)
+        self.handler.force_close()
+
+    def _fail(self, why: str) -> None:
+        if not self.over:
+            self._release()
+            self.transport.set_protocol(self.handler)
         if not self.done.done():
             self.done.set_exception(ConnectionResetError(why))
 
