@@ -22,6 +22,7 @@ LOG_FORMATS = ("text", "json")
 #: `auto` takes uvloop when it is installed (`tensorwire.ops.loops`).
 LOOPS = ("auto", "asyncio", "uvloop")
 MODEL_CONTROLS = ("none", "explicit")
+SHARED_MEMORY = ("none", "system")
 
 
 def _opt(default: Any, help: str, **meta: Any) -> Any:
@@ -51,6 +52,12 @@ class Settings:
                               "/v2/repository/models/{m}/load|unload, gRPC "
                               "RepositoryModelLoad|Unload); none: refused",
                               choices=MODEL_CONTROLS)
+    #: Off by default: the server maps memory a client names (`tensorwire.v2.shared_memory`).
+    shared_memory: str = _opt("none", "system: clients on this host may pass v2 tensors "
+                              "through POSIX shared-memory regions in /dev/shm they "
+                              "register (Triton's system shared-memory extension; the "
+                              "server maps memory a client names, and each worker holds "
+                              "its own regions); none: refused", choices=SHARED_MEMORY)
     workers: int = _opt(1, "worker processes sharing both ports (SO_REUSEPORT)")
     loop: str = _opt("auto", "event loop: auto takes uvloop when it is installed "
                      "(pip install 'tensorwire[uvloop]'), else asyncio's", choices=LOOPS)
@@ -205,6 +212,8 @@ class Settings:
             problems.append(f"loop must be one of {', '.join(LOOPS)}")
         if self.model_control not in MODEL_CONTROLS:
             problems.append(f"model_control must be one of {', '.join(MODEL_CONTROLS)}")
+        if self.shared_memory not in SHARED_MEMORY:
+            problems.append(f"shared_memory must be one of {', '.join(SHARED_MEMORY)}")
         for entry in self.dependencies:
             if not _PLACED.fullmatch(entry.strip()):
                 problems.append(f"dependencies: {entry!r} is not NAME=URL (e.g. "
