@@ -2,33 +2,38 @@
 
 One dispatcher per API and worker. Requests are validated first (a bad one fails alone)
 and queued FIFO. While the model is busy requests accumulate, so batch size follows load
-by itself; when the model is idle the dispatcher decides whether to start at once or
-to hold the queue for company (`Batcher.hold_for`). Starting at once whenever the model
-is idle was not enough: when each call costs the model little against the transport
-(one core shared by the event loop and the model), arrivals spread out, every call
-found the model idle and took one or two items, and the server settled in a trickle of
-tiny batches as slow as no batching, or in real batches, depending on its history. Now
-the dispatcher measures the gap between arrivals (an EWMA, and the latest gap) and
-holds only when all of these hold: calls arrive faster than the model clears them one
-at a time (the expected gap is shorter than a one-item call), company is expected
-before the budget runs out, and the stream has not stopped (no silence of three
+by itself; when the model is idle the dispatcher decides whether to start at once or to
+hold the queue for company (`Batcher.hold_for`).
+
+Starting at once whenever the model is idle was not enough: when a call costs the model
+little against the transport (one core shared by the event loop and the model), arrivals
+spread out, each found the model idle and ran with one or two others, and the server
+settled in a trickle of tiny batches as slow as no batching, or in real batches,
+depending on its history. So the dispatcher measures the gaps between arrivals (an EWMA,
+and the latest gap) and holds only when calls come faster than the model clears them one
+at a time (the expected gap is shorter than a one-item call), company is expected before
+the budget runs out, and the stream has not paused (no silence of `SILENCE_GAPS`
 expected gaps). It holds at most until its oldest request has waited `max_latency_ms`
-less the other items' share of the model call (`b·q`), and starts as soon as the batch
-is full. A lone request after a quiet spell, or any request under light load, starts at
-once as before. The batch cap adapts to the model: its service time is fitted online
-as `t(n) = a + b·n`, and the cap is the largest `n <= max_batch_size` with
-`b·(n - 1) <= max_latency_ms`, so sharing a call never costs a request more than
-`max_latency_ms` over running alone (a cap on `t(n)` itself would collapse to 1 for the
-models with a large fixed cost, the ones batching helps most); at a cap of one, every
-`EXPLORE_AT_ONE`-th batch with others waiting may hold two items, so one slow batch (a
-new shape's first call, a busy machine) cannot pin the cap at one for good. Overload is bounded by a
-count (`--batch-queue-items`, default 32 x max_batch_size, then 503 / RESOURCE_EXHAUSTED
-with Retry-After), not by predicted wait, which refused parts of short bursts an idle
-model would have cleared. Oversized requests are split across batches and re-joined;
-requests whose non-batched inputs differ are never merged. A batch's output moves to the
-host once, must hold as many items as went in, and is split back (views where the
-framework allows); a model error fails that batch's requests only, and a request
-cancelled while queued never reaches the model.
+less the other items' share of the call (`b·q`), and starts as soon as the queue holds a
+batch worth running: the cap, or `AMORTISED`·a/b items, past which the fixed cost is
+amortised and a longer hold would mostly idle the core at the end of a burst (requests
+arriving meanwhile queue for the next call, as while the model is busy). A lone request
+after a quiet spell, or any request under light load, starts at once.
+
+The batch cap adapts to the model: its service time is fitted online as `t(n) = a + b·n`,
+and the cap is the largest `n <= max_batch_size` with `b·(n - 1) <= max_latency_ms`, so
+sharing a call never costs a request more than `max_latency_ms` over running alone (a
+cap on `t(n)` itself would collapse to 1 for the models with a large fixed cost, the ones
+batching helps most); at a cap of one, every `EXPLORE_AT_ONE`-th batch with others
+waiting may hold two items, so one slow batch (a new shape's first call, a busy machine)
+cannot pin the cap at one for good. Overload is bounded by a count
+(`--batch-queue-items`, default 32 x max_batch_size, then 503 / RESOURCE_EXHAUSTED with
+Retry-After), not by predicted wait, which refused parts of short bursts an idle model
+would have cleared. Oversized requests are split across batches and re-joined; requests
+whose non-batched inputs differ are never merged. A batch's output moves to the host
+once, must hold as many items as went in, and is split back (views where the framework
+allows); a model error fails that batch's requests only, and a request cancelled while
+queued never reaches the model.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ EXPLORE_AT_ONE = 8
 GAP_WEIGHT = 0.125
 #: Holding stops once no request arrived for this many expected gaps: the stream paused.
 SILENCE_GAPS = 3.0
+#: Holding stops once the batch has this many times a/b items: each item's share of the
+#: fixed cost is then at most half its own cost b (within 1.5x of the least an item can
+#: cost), and a longer hold would mostly leave the core idle at the end of a burst.
+AMORTISED = 2.0
 
 
 class LatencyModel:
@@ -257,21 +266,31 @@ class Batcher:
         """What the model takes for one item: the fit, or before it a batch's average."""
         return self.model.predict(1) if self.model.coefficients() is not None else self._busy
 
+    def hold_target(self) -> int:
+        """The items a hold waits for: the cap, or fewer once the fixed cost is
+        amortised (`AMORTISED`·a/b items; none when the model has no fixed cost)."""
+        cap = self.cap()
+        coef = self.model.coefficients()
+        if coef is None or coef[1] <= 0:
+            return cap
+        fixed, per_item = coef
+        return min(cap, math.ceil(AMORTISED * fixed / per_item))
+
     def hold_for(self, now: float) -> float:
         """Seconds to hold the queue for company before the next batch (0: start now).
 
         Asked when the model is idle and requests wait. Holding pays only when more
         requests come before the batch must start, and when they come faster than the
         model clears them one at a time (otherwise the model keeps up and every wait
-        is lost); it stops once the queue fills a batch, the stream pauses, or the
-        oldest request's budget runs out. The answer is when to ask again: an earlier
-        full batch wakes the dispatcher at once.
+        is lost); it stops once the queue holds `hold_target()` items, the stream
+        pauses, or the oldest request's budget runs out. The answer is when to ask
+        again: reaching the target wakes the dispatcher at once.
         """
         head = next((p for p in self._queue if not p.future.done()), None)
         if head is None:
             return 0.0
         queued = self._queued_items
-        if queued >= self.cap():
+        if queued >= self.hold_target():
             return 0.0
         gap = self.arrivals.expected_gap()
         one = self.one_item_seconds()
@@ -329,8 +348,8 @@ class Batcher:
                 await self._run(batch)
 
     async def _hold(self, seconds: float) -> None:
-        """Wait `seconds`, or less if the queue fills a batch first."""
-        self._hold_cap = self.cap()
+        """Wait `seconds`, or less if the queue reaches the hold's target first."""
+        self._hold_cap = self.hold_target()
         self._wake.clear()
         timer = asyncio.get_running_loop().call_later(seconds, self._wake.set)
         try:

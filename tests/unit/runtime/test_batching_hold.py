@@ -52,15 +52,16 @@ class Run:
     submitted: list[float] = field(default_factory=list)
 
 
-def dispatcher(api: str = "wide") -> Run:
-    """A Batcher on the running (virtual) loop's clock, over a model that sleeps."""
+def dispatcher(api: str = "wide", fixed: float = FIXED, per_item: float = PER_ITEM) -> Run:
+    """A Batcher on the running (virtual) loop's clock, over a model that sleeps
+    `fixed + per_item * n` seconds for n items."""
     loop = asyncio.get_running_loop()
     run: Run
 
     async def model(values: dict[str, t.Any]) -> list[float]:
         run.starts.append(loop.time())
         run.sizes.append(len(values["xs"]))
-        await asyncio.sleep(FIXED + PER_ITEM * len(values["xs"]))
+        await asyncio.sleep(fixed + per_item * len(values["xs"]))
         return [2 * x for x in values["xs"]]
 
     batcher = Batcher(tensorwire.get_service_spec(Stream).apis[api], model, identity,
@@ -155,6 +156,26 @@ def test_the_hold_ends_as_soon_as_the_batch_is_full():
     assert statistics.mean(run.sizes) >= 6
     # 8 items come in 1.75 ms: no request waits for the 10 ms budget
     assert max(w for waits in run.waits for w in waits) < 0.003
+
+
+def test_the_hold_ends_once_the_fixed_cost_is_amortised():
+    async def scenario() -> Run:
+        # 0.5 ms a call + 0.05 ms an item: past 2 * 0.5 / 0.05 = 20 items a batch, an
+        # item's share of the fixed cost is under half its own; waiting longer for more
+        # would mostly idle the core at the end of each burst
+        run = dispatcher(fixed=0.0005, per_item=0.00005)
+        await stream(run, 0.0001, 1000)
+        await run.batcher.close()
+        return run
+
+    run = run_virtual(scenario())
+    assert run.batcher.hold_target() == 20
+    held = [size for size, hold in zip(run.sizes[2:], list(run.batcher.stats.holds)[2:],
+                                       strict=True) if hold > 0]  # once a/b is known
+    assert held and max(held) <= 21  # the target, or one more arriving in the same turn
+    assert statistics.mean(run.sizes) >= 8
+    # 20 items come in 2 ms: nobody waits for the 10 ms budget (a call runs 1.5 ms)
+    assert max(w for waits in run.waits[2:] for w in waits) < BUDGET / 2
 
 
 def test_the_hold_ends_when_the_stream_stops():
