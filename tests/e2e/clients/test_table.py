@@ -179,7 +179,10 @@ TABLES: dict[str, Callable[[Any], set[tuple[type, str]]]] = {
     "tests.e2e.clients.test_tf_table": lambda m: {(m.TfOps, c[1]) for c in m.CALLS},
     "tests.e2e.clients.test_digits_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
     "tests.e2e.clients.test_streams_in_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
+    "tests.e2e.clients.test_composed_table": lambda m: {(c[1], c[2]) for c in m.CALLS},
 }
+#: Examples whose APIs carry no docstring, and why.
+UNDOCUMENTED = {"bentoml_distributed": "BentoML's own example, kept as BentoML wrote it"}
 
 
 def _example(example: str) -> Any:
@@ -242,4 +245,5 @@ def test_list_apis_says_the_same_on_both_protocols(servers, example: str):
                 infos[protocol] = [dataclasses.replace(a, address="")
                                    for a in client.list_apis()]
         assert infos["http"] == infos["grpc"]
-        assert all(a.doc for a in infos["grpc"]), "every example API has a docstring"
+        if example not in UNDOCUMENTED:
+            assert all(a.doc for a in infos["grpc"]), "every example API has a docstring"
