@@ -103,10 +103,24 @@ RepositoryModelLoadRequest = _message("RepositoryModelLoadRequest")
 RepositoryModelLoadResponse = _message("RepositoryModelLoadResponse")
 RepositoryModelUnloadRequest = _message("RepositoryModelUnloadRequest")
 RepositoryModelUnloadResponse = _message("RepositoryModelUnloadResponse")
+# Triton's system shared-memory extension (`tensorwire.v2.shared_memory`).
+SystemSharedMemoryStatusRequest = _message("SystemSharedMemoryStatusRequest")
+SystemSharedMemoryStatusResponse = _message("SystemSharedMemoryStatusResponse")
+SystemSharedMemoryRegisterRequest = _message("SystemSharedMemoryRegisterRequest")
+SystemSharedMemoryRegisterResponse = _message("SystemSharedMemoryRegisterResponse")
+SystemSharedMemoryUnregisterRequest = _message("SystemSharedMemoryUnregisterRequest")
+SystemSharedMemoryUnregisterResponse = _message("SystemSharedMemoryUnregisterResponse")
+# ... and the CUDA one's status and unregister (no regions: it is not supported).
+CudaSharedMemoryStatusRequest = _message("CudaSharedMemoryStatusRequest")
+CudaSharedMemoryStatusResponse = _message("CudaSharedMemoryStatusResponse")
+CudaSharedMemoryUnregisterRequest = _message("CudaSharedMemoryUnregisterRequest")
+CudaSharedMemoryUnregisterResponse = _message("CudaSharedMemoryUnregisterResponse")
 
 __all__ = [
     "CONFIG_PROTO_NAME", "FILE_PROTO", "FILE_PROTOS", "PACKAGE", "POOL", "PROTO_NAME",
-    "SERVICE", "SERVICE_NAME", "InferInputTensor", "InferOutputTensor", "InferParameter",
+    "SERVICE", "SERVICE_NAME", "CudaSharedMemoryStatusRequest",
+    "CudaSharedMemoryStatusResponse", "CudaSharedMemoryUnregisterRequest",
+    "CudaSharedMemoryUnregisterResponse", "InferInputTensor", "InferOutputTensor", "InferParameter",
     "InferRequestedOutputTensor", "InferTensorContents", "ModelConfig", "ModelConfigRequest",
     "ModelConfigResponse", "ModelInferRequest", "ModelInferResponse", "ModelMetadataRequest",
     "ModelMetadataResponse", "ModelReadyRequest", "ModelReadyResponse",
@@ -115,6 +129,10 @@ __all__ = [
     "RepositoryModelLoadResponse", "RepositoryModelUnloadRequest",
     "RepositoryModelUnloadResponse",
     "ServerLiveRequest", "ServerLiveResponse", "ServerMetadataRequest",
-    "ServerMetadataResponse", "ServerReadyRequest", "ServerReadyResponse", "TensorMetadata",
+    "ServerMetadataResponse", "ServerReadyRequest", "ServerReadyResponse",
+    "SystemSharedMemoryRegisterRequest", "SystemSharedMemoryRegisterResponse",
+    "SystemSharedMemoryStatusRequest", "SystemSharedMemoryStatusResponse",
+    "SystemSharedMemoryUnregisterRequest", "SystemSharedMemoryUnregisterResponse",
+    "TensorMetadata",
     "add_to_pool", "method_path", "proto_source",
 ]

@@ -99,6 +99,8 @@ class Server:
         self._following: set[asyncio.Future[None]] = set()
         self._runner: web.AppRunner | None = None
         self._grpc = None
+        #: The Open Inference Protocol's models and shared-memory regions (None: off).
+        self.v2: Repository | None = None
         self.bound = Bound(None, None)
         self._stop = asyncio.Event()
 
@@ -114,8 +116,9 @@ class Server:
         await self._load_services()
         # The Open Inference Protocol on both ports, over the same runtimes: the same
         # admission, limits, batching and security as the native routes.
-        v2 = (Repository(self.services, self.control if self.control.enabled else None)
-              if s.v2 else None)
+        v2 = self.v2 = (Repository(self.services,
+                                   self.control if self.control.enabled else None)
+                        if s.v2 else None)
         if s.http:
             routes = [V2Routes(v2, s).install] if v2 is not None else []
             app = create_app(self.services, s, routes=routes)
@@ -231,6 +234,8 @@ class Server:
         if self._runner is not None:
             tasks.append(self._runner.cleanup())
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.v2 is not None:  # every request is done: unmap the clients' regions
+            self.v2.shared_memory.close()
         for service in self.services:
             await service.close()
         await self.dependencies.close()

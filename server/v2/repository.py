@@ -23,13 +23,16 @@ from ..version import __version__
 from ..wire.oip import BINARY_EXTENSION
 from .config import model_config
 from .model import V2Model
+from .shared_memory import EXTENSION as SHARED_MEMORY
+from .shared_memory import SystemSharedMemory
 from .statistics import metrics_off, statistics
 
 #: The server's name in server metadata.
 SERVER_NAME = "tensorwire"
 #: The protocol extensions this server speaks (Triton's names), and the one it speaks
-#: only while metrics are on. `model_repository`: the index always, load and unload
-#: with `--model-control explicit`.
+#: only while metrics are on (`system_shared_memory`: only with `--shared-memory
+#: system`). `model_repository`: the index always, load and unload with
+#: `--model-control explicit`.
 EXTENSIONS = (BINARY_EXTENSION, "model_configuration", "model_repository")
 STATISTICS = "statistics"
 
@@ -49,6 +52,9 @@ class Repository:
         self.admission = hosted[0].runtime.admission
         #: The server's settings (the first service's, which are the server's).
         self.settings = hosted[0].settings
+        #: This worker's system shared-memory regions (`--shared-memory system`).
+        self.shared_memory = SystemSharedMemory(self.settings.shared_memory == "system",
+                                                self.settings.workers)
         self.models: dict[str, V2Model] = {}
         #: Model name -> (its service, its API's plan).
         self._homes: dict[str, tuple[Hosted, RequestPlan]] = {}
@@ -85,7 +91,8 @@ class Repository:
 
     # ------------------------------------------------------------------ metadata
     def server_metadata(self) -> dict[str, Any]:
-        extensions = [*EXTENSIONS, *((STATISTICS,) if self.settings.metrics else ())]
+        extensions = [*EXTENSIONS, *((STATISTICS,) if self.settings.metrics else ()),
+                      *((SHARED_MEMORY,) if self.shared_memory.enabled else ())]
         return {"name": SERVER_NAME, "version": __version__, "extensions": extensions}
 
     def config(self, name: str, version: str | None = None) -> dict[str, Any]:

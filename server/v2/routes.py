@@ -7,8 +7,11 @@ in both directions (`Inference-Header-Content-Length`, `binary_data_size`,
 `POST /v2/repository/index`, which lists every API with its state and, for one the
 protocol cannot carry, the reason, and `POST /v2/repository/models/{m}/load|unload`
 (model control, `tensorwire.runtime.control`); Triton's model configuration and statistics
-extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`. Triton's
-routes of the extensions tensorwire does not serve answer 501 naming theirs.
+extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`; Triton's
+system shared-memory extension, `GET /v2/systemsharedmemory[/region/{r}]/status` and
+`POST .../register|unregister`, with inputs and outputs in regions
+(`tensorwire.v2.shared_memory`, off unless `--shared-memory system`). Triton's routes of
+the extensions tensorwire does not serve answer 501 naming theirs.
 
 Bodies are read whatever their Content-Type (tritonclient sends none). Errors are the
 one error model's JSON body (`{"error": ...}` first): validation failures of any kind
@@ -41,6 +44,7 @@ from ..wire.oip import (
 from .infer_body import read_infer_request
 from .model import V2Model
 from .repository import Repository
+from .shared_memory import disabled, in_decoupled
 from .unsupported import EXTENSIONS, Extension
 
 #: Responses up to this size are joined and sent in one write; larger ones are
@@ -92,6 +96,13 @@ class V2Routes:
             router.add_get(base + "/config", json_errors(self.model_config))
             router.add_get(base + "/stats", json_errors(self.statistics))
             router.add_post(base + "/infer", self.infer)
+        for base in ("/v2/systemsharedmemory", "/v2/systemsharedmemory/region/{region}"):
+            router.add_get(base + "/status", json_errors(self.shm_status))
+            router.add_post(base + "/register", json_errors(self.shm_register))
+            router.add_post(base + "/unregister", json_errors(self.shm_unregister))
+        for base in ("/v2/cudasharedmemory", "/v2/cudasharedmemory/region/{region}"):
+            router.add_get(base + "/status", json_errors(self.cuda_status))
+            router.add_post(base + "/unregister", json_errors(self.cuda_unregister))
         for extension in EXTENSIONS:  # 501 naming the extension, rather than a 404
             for method, path in extension.routes:
                 router.add_route(method, path, json_errors(_refusing(extension)))
@@ -139,6 +150,51 @@ class V2Routes:
         models with it; Triton's `unload_dependents` parameter has nothing to add)."""
         try:
             await self.repository.unload(request.match_info["model"])
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json({})
+
+    # ------------------------------------------------------------------ shared memory
+    async def shm_status(self, request: web.Request) -> web.Response:
+        """Triton's system shared-memory status: every region, or the one named."""
+        try:
+            return _json(self.repository.shared_memory.status(
+                request.match_info.get("region", "")))
+        except TensorwireError as exc:
+            return _error(exc)
+
+    async def shm_register(self, request: web.Request) -> web.Response:
+        """Register the region the route names: `{"key", "offset", "byte_size"}`."""
+        shared = self.repository.shared_memory
+        try:
+            if not shared.enabled:
+                raise disabled()
+            key, offset, byte_size = _register_request(await request.read())
+            shared.register(request.match_info.get("region", ""), key, offset, byte_size)
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json({})
+
+    async def shm_unregister(self, request: web.Request) -> web.Response:
+        """Unregister the region the route names, or every region."""
+        try:
+            self.repository.shared_memory.unregister(request.match_info.get("region", ""))
+        except TensorwireError as exc:
+            return _error(exc)
+        return _json({})
+
+    async def cuda_status(self, request: web.Request) -> web.Response:
+        """Triton's CUDA shared-memory status: none (registering is unsupported)."""
+        try:
+            return _json(self.repository.shared_memory.cuda_status(
+                request.match_info.get("region", "")))
+        except TensorwireError as exc:
+            return _error(exc)
+
+    async def cuda_unregister(self, request: web.Request) -> web.Response:
+        try:
+            self.repository.shared_memory.cuda_unregister(request.match_info.get("region",
+                                                                                 ""))
         except TensorwireError as exc:
             return _error(exc)
         return _json({})
@@ -220,6 +276,23 @@ def _load_parameters(body: bytes) -> None:
                                   "a service as the server was started with it")
 
 
+def _register_request(body: bytes) -> tuple[str, int, int]:
+    """(key, offset, byte_size) of a register request's JSON body (offset: 0 if absent)."""
+    try:
+        request = orjson.loads(body) if body.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"the request is not valid JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise InvalidArgument("the register request must be a JSON object")
+    for required in ("key", "byte_size"):
+        if required not in request:
+            raise InvalidArgument(f"Shared memory register request has no '{required}' "
+                                  "field")
+    if not isinstance(request["key"], str):
+        raise InvalidArgument("Shared memory register request: 'key' must be a string")
+    return request["key"], request.get("offset", 0), request["byte_size"]
+
+
 def _refusing(extension: Extension) -> Handler:
     async def refuse(_: web.Request) -> web.Response:
         return _error(extension.refusal())
@@ -231,6 +304,8 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
                 max_size: int) -> HttpRoute:
     """How one v2 model's `POST .../infer` reads and answers, over its API's plan."""
 
+    shared = repository.shared_memory
+
     async def read(request: web.Request, scope: Any) -> tuple[dict[str, Any], Any]:
         length = request.content_length
         if length is not None and length > max_size:
@@ -239,16 +314,32 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
         # binary tensors straight into one buffer; gzip/deflate bodies (tritonclient's
         # request_compression_algorithm) inflated within the size limit
         parsed = await read_infer_request(request, max_size, model.raw_input)
-        inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters) for i in parsed.inputs}
+        # tensors in shared-memory regions (Triton's extension), checked before any read
+        placed = shared.place(((i.name, i.datatype, i.shape, i.parameters,
+                                i.data is not None) for i in parsed.inputs),
+                              ((o.name, o.parameters) for o in parsed.outputs))
+        if placed is None:
+            inputs = {i.name: Tensor(i.name, i.to_numpy(), i.parameters)
+                      for i in parsed.inputs}
+        else:
+            if model.decoupled:
+                raise in_decoupled(model.name)
+            inputs = {i.name: Tensor(i.name, placed.inputs[i.name] if i.name in placed.inputs
+                                     else i.to_numpy(), i.parameters) for i in parsed.inputs}
         kwargs = repository.decode(model, inputs, [o.name for o in parsed.outputs], scope)
-        return kwargs, parsed
+        return kwargs, (parsed, placed)
 
     def answer(result: Any, request: web.Request, ctx: Context | None,
-               parsed: Any) -> web.StreamResponse | Awaitable[web.StreamResponse]:
+               kept: Any) -> web.StreamResponse | Awaitable[web.StreamResponse]:
+        parsed, placed = kept
         outputs = repository.outputs(model, result, [o.name for o in parsed.outputs])
+        written = placed.write(outputs) if placed is not None else {}
         built = build_http_infer_response(
             [ResponseOutput(t.name, t.array, parsed.wants_binary(t.name),
-                            t.parameters or None) for t in outputs],
+                            t.parameters or None) if t.name not in written else
+             ResponseOutput(t.name, t.array, True,
+                            {**t.parameters, **written[t.name].parameters}, shared=True)
+             for t in outputs],
             model_name=model.name, model_version=model.version, id=parsed.id)
         return respond(request, built, ctx)
 

@@ -7,8 +7,10 @@ answered in order, errors in-band as `error_message`, decoupled models for gener
 and streamed-input APIs), Triton's `ModelConfig` and `ModelStatistics` (the same
 documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`) and
 the model repository's `RepositoryIndex`, `RepositoryModelLoad` and
-`RepositoryModelUnload` (`tensorwire.runtime.control`); the rpcs of the extensions
-tensorwire does not serve answer UNIMPLEMENTED naming theirs
+`RepositoryModelUnload` (`tensorwire.runtime.control`) and Triton's
+`SystemSharedMemoryStatus|Register|Unregister`, with inputs and outputs in regions
+(`tensorwire.v2.shared_memory`, off unless `--shared-memory system`); the rpcs of the
+extensions tensorwire does not serve answer UNIMPLEMENTED naming theirs
 (`tensorwire.v2.unsupported`).
 Messages travel as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT
 rather than grpc's opaque INTERNAL. Inputs come as typed `contents` or
@@ -20,7 +22,7 @@ what tritonclient reads.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -39,9 +41,11 @@ from ..wire.oip import (
     params_to_proto,
     raw_from_array,
 )
+from .infer_call import InferCall
 from .model import PLATFORM, V2Model
 from .raw_contents import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .repository import Repository
+from .shared_memory import Written, in_decoupled
 from .stream_infer import FINAL, TritonStream
 from .unsupported import BY_RPC, Extension
 
@@ -98,6 +102,16 @@ class V2Servicer:
                                                        self.model_load)),
             "RepositoryModelUnload": unary(self._control(pb.RepositoryModelUnloadRequest,
                                                          self.model_unload)),
+            "SystemSharedMemoryStatus": unary(self._small(
+                pb.SystemSharedMemoryStatusRequest, self.shm_status)),
+            "SystemSharedMemoryRegister": unary(self._small(
+                pb.SystemSharedMemoryRegisterRequest, self.shm_register)),
+            "SystemSharedMemoryUnregister": unary(self._small(
+                pb.SystemSharedMemoryUnregisterRequest, self.shm_unregister)),
+            "CudaSharedMemoryStatus": unary(self._small(
+                pb.CudaSharedMemoryStatusRequest, self.cuda_status)),
+            "CudaSharedMemoryUnregister": unary(self._small(
+                pb.CudaSharedMemoryUnregisterRequest, self.cuda_unregister)),
         }
         for rpc, extension in BY_RPC.items():  # UNIMPLEMENTED, naming the extension
             methods[rpc] = unary(self._refusing(extension))
@@ -195,6 +209,28 @@ class V2Servicer:
             entries = [e for e in entries if e["state"] == "READY"]
         return pb.RepositoryIndexResponse(models=entries)
 
+    # ------------------------------------------------------------------ shared memory
+    def shm_status(self, request: Any) -> Any:
+        regions = self.repository.shared_memory.status(request.name)
+        return pb.SystemSharedMemoryStatusResponse(regions={r["name"]: r for r in regions})
+
+    def shm_register(self, request: Any) -> Any:
+        self.repository.shared_memory.register(request.name, request.key, request.offset,
+                                               request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    def shm_unregister(self, request: Any) -> Any:
+        self.repository.shared_memory.unregister(request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    def cuda_status(self, request: Any) -> Any:
+        self.repository.shared_memory.cuda_status(request.name)  # none, or NotFound
+        return pb.CudaSharedMemoryStatusResponse()
+
+    def cuda_unregister(self, request: Any) -> Any:
+        self.repository.shared_memory.cuda_unregister(request.name)
+        return pb.CudaSharedMemoryUnregisterResponse()
+
     # ------------------------------------------------------------------ infer
     def parse(self, data: bytes) -> tuple[Any, Any, V2Model]:
         """(request, its raw inputs or None, its model); the raw inputs of a big
@@ -215,7 +251,7 @@ class V2Servicer:
             raise  # unreachable: abort raises
         assert self.envelope is not None
         return await self.envelope.unary(self.routes[model.name], data, context,
-                                         (request, raw))
+                                         InferCall(request, raw))
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes],
                                  context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
@@ -258,19 +294,31 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
     (`streamed`: in Triton's stream, its answer framed as a `ModelStreamInferResponse`,
     with `final` as `triton_final_response` unless None)."""
     params = None if final is None else {FINAL: final}
+    shared = repository.shared_memory
 
-    def read(payload: tuple[Any, Any], scope: Any) -> dict[str, Any]:
-        request, raw = payload
-        arrays = arrays_from_infer_request(request, raw)
-        inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
+    def read(call: InferCall, scope: Any) -> dict[str, Any]:
+        request = call.request
+        given = {i.name: params_from_proto(i.parameters) for i in request.inputs}
+        placed = call.placed = shared.place(
+            ((i.name, i.datatype, i.shape, given[i.name], i.HasField("contents"))
+             for i in request.inputs),
+            ((o.name, params_from_proto(o.parameters)) for o in request.outputs))
+        if placed is not None and model.decoupled:
+            raise in_decoupled(model.name)
+        arrays = arrays_from_infer_request(request, call.raw,
+                                           placed.inputs if placed is not None else ())
+        if placed is not None:
+            arrays.update(placed.inputs)
+        inputs = {i.name: Tensor(i.name, arrays[i.name], given[i.name])
                   for i in request.inputs}
         return repository.decode(model, inputs, [o.name for o in request.outputs], scope,
                                  stream=streamed)
 
-    def write(result: Any, payload: tuple[Any, Any]) -> bytes:
-        request = payload[0]
-        out = encode_response(model, request.id, repository.outputs(
-            model, result, [o.name for o in request.outputs]), params)
+    def write(result: Any, call: InferCall) -> bytes:
+        request = call.request
+        outputs = repository.outputs(model, result, [o.name for o in request.outputs])
+        written = call.placed.write(outputs) if call.placed is not None else None
+        out = encode_response(model, request.id, outputs, params, written)
         return length_delimited(_STREAM_INFER_RESPONSE, out) if streamed else out
 
     return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}", timed=True)
@@ -282,19 +330,27 @@ def _inband(err: TensorwireError) -> bytes:
 
 
 def encode_response(model: V2Model, request_id: str, outputs: list[Tensor],
-                    parameters: dict[str, Any] | None = None) -> bytes:
+                    parameters: dict[str, Any] | None = None,
+                    written: Mapping[str, Written] | None = None) -> bytes:
     """A `ModelInferResponse`: every output's bytes in `raw_output_contents`
-    (`parameters`: the response's own, Triton's final flag)."""
+    (`parameters`: the response's own, Triton's final flag), but for the outputs
+    `written` to shared memory: an empty entry (tritonclient finds an output's bytes
+    by its position), their parameters naming the region, as Triton answers."""
     response = pb.ModelInferResponse(model_name=model.name, model_version=model.version,
                                      id=request_id)
     if parameters:
         params_to_proto(response.parameters, parameters)
-    payloads = []
+    payloads: list[Any] = []
     for t in outputs:
-        datatype, shape, data = raw_from_array(t.array)
+        placed = written.get(t.name) if written else None
+        if placed is None:
+            datatype, shape, data = raw_from_array(t.array)
+        else:
+            datatype, shape, data = placed.datatype, placed.shape, b""
         out = response.outputs.add(name=t.name, datatype=datatype, shape=shape)
-        if t.parameters:
-            params_to_proto(out.parameters, t.parameters)
+        if t.parameters or placed:
+            params_to_proto(out.parameters, {**t.parameters,
+                                             **(placed.parameters if placed else {})})
         payloads.append(data)
     if sum(memoryview(p).nbytes for p in payloads) < SPLIT_MIN:
         response.raw_output_contents.extend(bytes(p) for p in payloads)

@@ -36,7 +36,10 @@ from ..codecs.v2_facet import Tensor
 from ..errors import InternalError, TensorwireError
 from ..grpc.call_envelope import GrpcRoute
 from ..wire.oip import arrays_from_infer_request, params_from_proto
+from ..wire.oip.shared_memory import SHARED_MEMORY_REGION
+from .infer_call import InferCall
 from .model import V2Model
+from .shared_memory import in_decoupled
 
 if TYPE_CHECKING:
     from .servicer import V2Servicer
@@ -103,7 +106,7 @@ class TritonStream:
             await self._generate(model, request, raw, params, data)
         else:
             await self.line.put(await servicer.envelope.unary(
-                servicer.stream_routes[model.name], data, self.context, (request, raw),
+                servicer.stream_routes[model.name], data, self.context, InferCall(request, raw),
                 inband=servicer.inband))
 
     async def _generate(self, model: V2Model, request: Any, raw: Any,
@@ -119,7 +122,7 @@ class TritonStream:
             return servicer.inband(err)
 
         async for answer in servicer.envelope.stream(route, data, self.context,
-                                                     (request, raw), inband=fail):
+                                                     InferCall(request, raw), inband=fail):
             await self.line.put(answer)
         if final and not failed:
             await self.line.put(servicer.final_answer(model, request.id))
@@ -193,6 +196,9 @@ class Sequence:
         repository = self.stream.servicer.repository
         request, raw, _ = self.stream.servicer.parse(data)
         self.last = request
+        if any(SHARED_MEMORY_REGION in t.parameters for t in (*request.inputs,
+                                                              *request.outputs)):
+            raise in_decoupled(self.model.name)
         arrays = arrays_from_infer_request(request, raw)
         inputs = {i.name: Tensor(i.name, arrays[i.name], params_from_proto(i.parameters))
                   for i in request.inputs}

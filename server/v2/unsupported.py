@@ -6,9 +6,12 @@ support answers UNIMPLEMENTED naming that extension, instead of gRPC's bare "Met
 found!". Triton's HTTP routes of the same extensions answer 501 with the same message,
 instead of a 404 that reads like a typo. Which extensions, and why not:
 
-- `system_shared_memory`, `cuda_shared_memory`: tensors passed through shared memory
-  regions the client registers; tensorwire reads and writes tensors over the
-  connection only;
+- `cuda_shared_memory`: tensors passed through CUDA IPC memory the client registers;
+  it needs a GPU in the server's process and is not implemented (system shared memory
+  is: `tensorwire.v2.shared_memory`, with `--shared-memory system`). Only its register
+  rpc and routes are refused here: status and unregister answer as a Triton without a
+  GPU does (no regions; nothing to unregister), so that Triton's shared-memory examples,
+  which unregister CUDA regions first, run unmodified;
 - `trace`: Triton's own trace settings; tensorwire's tracing is OpenTelemetry's, set
   with `--tracing` and the `OTEL_*` variables;
 - `logging`: Triton's log settings; tensorwire's are `--log-level` / `--log-format`.
@@ -37,22 +40,14 @@ class Extension:
                              f"supported by tensorwire: {self.instead}")
 
 
-_SHM = ("/status", "/region/{region}/status", "/register", "/region/{region}/register",
-        "/unregister", "/region/{region}/unregister")
-
 EXTENSIONS = (
-    Extension("system_shared_memory", "system shared memory",
-              "send tensors in the request (binary over HTTP, raw contents over gRPC)",
-              ("SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
-               "SystemSharedMemoryUnregister"),
-              tuple(("GET" if s.endswith("status") else "POST", "/v2/systemsharedmemory" + s)
-                    for s in _SHM)),
     Extension("cuda_shared_memory", "CUDA shared memory",
-              "send tensors in the request (binary over HTTP, raw contents over gRPC)",
-              ("CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
-               "CudaSharedMemoryUnregister"),
-              tuple(("GET" if s.endswith("status") else "POST", "/v2/cudasharedmemory" + s)
-                    for s in _SHM)),
+              "it needs a GPU in the server; use system shared memory (--shared-memory "
+              "system) or send tensors in the request (binary over HTTP, raw contents "
+              "over gRPC)",
+              ("CudaSharedMemoryRegister",),
+              (("POST", "/v2/cudasharedmemory/register"),
+               ("POST", "/v2/cudasharedmemory/region/{region}/register"))),
     Extension("trace", "trace settings",
               "tracing is OpenTelemetry's, set with --tracing and the OTEL_* variables",
               ("TraceSetting",),

@@ -152,9 +152,9 @@ def parse_http_infer_request(body: Any, header_length: str | int | None, *,
     the model has not exactly one input, which refuses the request).
 
     The JSON header is checked for structure (inputs with a name, known datatype,
-    valid shape and either `data` or `binary_data_size`; unique names; outputs with a
-    name; boolean `binary_data`/`binary_data_output`); tensors are decoded later by
-    `RequestInput.to_numpy`, so a handler can look at names first.
+    valid shape and `data`, `binary_data_size` or `shared_memory_region` (the server's
+    to read); unique names; outputs with a name; boolean `binary_data`/
+    `binary_data_output`); tensors are decoded later by `RequestInput.to_numpy`.
     """
     view = byte_view(body)
     length = parse_header_length(header_length, view.nbytes)
@@ -250,9 +250,9 @@ def _check_header(header: dict[str, Any]) -> HttpInferRequest:
         params = _params(obj, f"input {name!r}")
         size = params.get("binary_data_size")
         if size is None:
-            if "data" not in obj:
+            if "data" not in obj and "shared_memory_region" not in params:
                 raise OIPError.tensor(name, "has neither data nor binary_data_size")
-            inputs.append(RequestInput(name, dt.name, dims, params, data=obj["data"]))
+            inputs.append(RequestInput(name, dt.name, dims, params, data=obj.get("data")))
             continue
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise OIPError.tensor(name, "binary_data_size must be a non-negative integer")
@@ -335,6 +335,7 @@ class ResponseOutput:
     array: Any
     binary: bool = True
     parameters: Mapping[str, Any] | None = None
+    shared: bool = False  # its bytes went to a shared-memory region: not in the body
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,9 +383,10 @@ def build_http_infer_response(outputs: Iterable[ResponseOutput], *, model_name: 
         params = dict(out.parameters or {})
         if out.binary:
             dt, shape, data = raw_from_array(out.array)
-            params["binary_data_size"] = memoryview(data).nbytes
             tensor: dict[str, Any] = {"name": out.name, "datatype": dt, "shape": shape}
-            chunks.append(data)
+            if not out.shared:
+                params["binary_data_size"] = memoryview(data).nbytes
+                chunks.append(data)
         else:
             dt, shape, values = json_from_array(out.array, out.name)
             tensor = {"name": out.name, "datatype": dt, "shape": shape, "data": values}

@@ -7,7 +7,7 @@ proto fit: only field names are used. `InferParameter` maps become plain dicts.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -59,8 +59,8 @@ def params_to_proto(target: Any, params: Mapping[str, ParamValue]) -> None:
 # --- gRPC messages (duck-typed) -------------------------------------------------------
 
 
-def arrays_from_infer_request(request: Any, raw: Sequence[Any] | None = None
-                              ) -> dict[str, np.ndarray]:
+def arrays_from_infer_request(request: Any, raw: Sequence[Any] | None = None,
+                              shared: Container[str] = ()) -> dict[str, np.ndarray]:
     """The input arrays of a `ModelInferRequest`, by name in request order.
 
     Triton's rules: when `raw_input_contents` is used no input may set `contents`, and
@@ -71,12 +71,18 @@ def arrays_from_infer_request(request: Any, raw: Sequence[Any] | None = None
     `raw`, when given, stands for `raw_input_contents`: the entries a server cut out
     of the received message before parsing the rest (views of the buffer grpc handed
     over, so the arrays are too), the message itself then holding none.
+
+    `shared` names the inputs whose bytes are in a shared-memory region (Triton's
+    extension; the server reads them, and refuses `contents` beside one): they are
+    left out and take no raw entry.
     """
     inputs = list(request.inputs)
     if raw is None:
         raw = request.raw_input_contents
     names = [inp.name for inp in inputs]
     check_unique(names, "input")
+    if shared:
+        inputs = [inp for inp in inputs if inp.name not in shared]
     out: dict[str, np.ndarray] = {}
     if len(raw):
         for inp in inputs:

@@ -210,18 +210,18 @@ def test_statistics_need_the_metrics() -> None:
 
 def test_every_rpc_of_tritons_service_is_answered(server: t.Any) -> None:
     """Each of the 20 rpcs is served: the ones of extensions tensorwire does not support
-    answer UNIMPLEMENTED naming the extension, never gRPC's "Method not found!"."""
+    answer UNIMPLEMENTED naming the extension, never gRPC's "Method not found!"; those
+    of system shared memory, off by default, name the flag that turns it on (its status,
+    and CUDA's, answer that there are no regions)."""
     import grpc
 
     from tensorwire import inference as pb
 
-    unsupported = {"SystemSharedMemoryStatus": "system_shared_memory",
-                   "SystemSharedMemoryRegister": "system_shared_memory",
-                   "SystemSharedMemoryUnregister": "system_shared_memory",
-                   "CudaSharedMemoryStatus": "cuda_shared_memory",
-                   "CudaSharedMemoryRegister": "cuda_shared_memory",
-                   "CudaSharedMemoryUnregister": "cuda_shared_memory",
-                   "TraceSetting": "trace", "LogSettings": "logging"}
+    unsupported = {"SystemSharedMemoryRegister": "--shared-memory system",
+                   "SystemSharedMemoryUnregister": "--shared-memory system",
+                   "CudaSharedMemoryRegister": "'cuda_shared_memory' extension",
+                   "CudaSharedMemoryUnregister": "--shared-memory system",
+                   "TraceSetting": "'trace' extension", "LogSettings": "'logging' extension"}
     with grpc.insecure_channel(server.grpc_target) as channel:
         for method in pb.SERVICE.methods:
             if method.client_streaming:
@@ -233,16 +233,18 @@ def test_every_rpc_of_tritons_service_is_answered(server: t.Any) -> None:
                 assert "Method not found" not in (exc.details() or ""), method.name
                 if method.name in unsupported:
                     assert exc.code() == grpc.StatusCode.UNIMPLEMENTED, method.name
-                    assert f"'{unsupported.pop(method.name)}' extension" in exc.details()
+                    assert unsupported.pop(method.name) in exc.details()
+            else:
+                assert method.name not in unsupported
     assert unsupported == {}
 
 
 def test_tritonclients_shared_memory_calls_name_the_extension(server: t.Any) -> None:
     with pytest.raises(InferenceServerException) as over_grpc:
-        grpc_client(server).get_system_shared_memory_status()
-    assert "'system_shared_memory' extension" in str(over_grpc.value)
+        grpc_client(server).register_system_shared_memory("r", "/r", 8)
+    assert "--shared-memory system" in str(over_grpc.value)
     with pytest.raises(InferenceServerException) as over_http:
-        http_client(server).unregister_cuda_shared_memory()
+        http_client(server).register_cuda_shared_memory("r", b"\0" * 64, 0, 8)
     assert "'cuda_shared_memory' extension" in str(over_http.value)
     reply = get(f"{server.http_url}/v2/trace/setting")
     assert reply.status == 501 and "'trace' extension" in reply.json()["error"]
