@@ -55,7 +55,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     serve = sub.add_parser(
         "serve", help="serve a service over HTTP and gRPC",
         # argparse's own usage line lists all 45 options: 37 lines above a typo's error
-        usage="%(prog)s [options] [MODULE:Class | path/to/file.py:Class]",
+        usage="%(prog)s [options] [[PREFIX=]MODULE:Class | path/to/file.py:Class ...]",
         description="Every option is also an env var (TENSORWIRE_<NAME>) and a key of the "
                     "--config TOML file; precedence: defaults < @service options < file < "
                     "env < flags.")
