@@ -135,7 +135,8 @@ def tensor_section(result: dict[str, Any]) -> list[str]:
     failed = 0
     for size, r in result["results"].items():
         for wire in ("raw", "tensorwire_grpc", "bare_grpc", "tensorwire_npy",
-                     "tensorwire_v2", "bare_http", "tensorwire_json"):
+                     "tensorwire_v2", "bare_http", "tensorwire_v2_grpc", "shm_http",
+                     "shm_grpc", "tensorwire_json"):
             w = r.get(wire)
             if w is None:
                 continue
@@ -149,9 +150,16 @@ def tensor_section(result: dict[str, Any]) -> list[str]:
     if met:
         every = all(all(v.values()) for v in met.values())
         missed = {k: [n for n, ok in v.items() if not ok] for k, v in met.items()}
+        shm = [f"{size} {wire}: {r[wire]['vs_socket']:.1f}x"
+               for size, r in result["results"].items() for wire in ("shm_http", "shm_grpc")
+               if "vs_socket" in r.get(wire, {})]
         out += ["", "- target (16 and 64 MiB, `.npy` and v2 binary): ≥ 0.5x raw MB/s, CPU "
-                f"per MB ≤ 2x raw, ≤ 1 payload buffer per direction: "
+                f"per MB ≤ 2x raw, ≤ 1 payload buffer per direction"
+                f"{'; 64 MiB through shared memory ≥ 5x its socket path' if shm else ''}: "
                 f"{verdict(every, failed, '**missed**')}{'' if every else f' {missed}'}"]
+        if shm:
+            out += [f"- shared memory (`shm_*`, input {result.get('shm_input', '?')}) "
+                    f"over its socket path (v2 binary HTTP, v2 gRPC): {', '.join(shm)}"]
     return [*out, ""]
 
 

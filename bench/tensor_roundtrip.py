@@ -4,19 +4,28 @@
 
 Servers, each in its own process: tensorwire (both protocols, an echo API whose root
 input and output are `Annotated[np.ndarray, DType("float32")]`, served natively and as
-the Open Inference Protocol model `echo`), a bare grpc.aio server echoing the request
+the Open Inference Protocol model `echo`, with system shared memory on), a bare
+grpc.aio server echoing the request
 bytes, a bare aiohttp server echoing an application/octet-stream body, and a **raw
 socket echo**: a Python thread that reads an 8-byte length and then the payload with
 `recv_into` into one reused buffer, and answers with `sendall` of it. The raw echo is
 the physical limit of the box for a Python process: one copy in, one copy out, nothing
 parsed. The load runs here, one request at a time, every form in turn in each round
-(raw, gRPC, bare gRPC, `.npy`, v2 binary, bare HTTP) so that drift hits all alike.
+(raw, gRPC, bare gRPC, `.npy`, v2 binary, bare HTTP, v2 gRPC, v2 through shared memory
+over HTTP and over gRPC) so that drift hits all alike.
 A round trip counts the client's work too, so every HTTP wire uses the raw echo's client
 technique (`LeanHttp`: the request head and the array's memory out with `sendall`, the
 answer `recv_into` one buffer; an aiohttp client would itself gather and join a 64 MiB
 answer, and measure itself); the gRPC clients are grpc.aio's (the bare one `tobytes`
-and `frombuffer`, tensorwire's builds and reads its Tensor message); JSON goes through
-aiohttp.
+and `frombuffer`, tensorwire's builds and reads its Tensor message; v2 gRPC sends
+`raw_input_contents` and reads `raw_output_contents` as views, as tensorwire's server
+does); JSON goes through aiohttp. The **shared-memory rows** (Triton's system
+shared-memory extension, `shm_http` and `shm_grpc`) are what a co-located client does:
+its tensor is in a registered /dev/shm region (placed there once per size, as
+perf_analyzer's `--shared-memory system` does; `--shm-copy` copies it in on every call,
+timed, as a client that calls tritonclient's `set_shared_memory_region` each time), it
+sends a request naming the input and output regions (no tensor bytes on the socket),
+and reads the echo where the server wrote it (a view of the output region).
 
 Per wire and size it prints:
 - MB/s = payload bytes (one way, 10^6 bytes per MB) / median round-trip time;
@@ -35,13 +44,15 @@ failed call: it is counted, printed beside the MB/s and left out of the medians,
 target is met only when no call failed. Targets (issue 37): HTTP `.npy` and v2 binary
 echo at 16 and 64 MiB >= 0.5x the raw echo's MB/s, server CPU per MB <= 2x the raw
 echo's, at most one payload-sized buffer per direction alive per request (<= 2 at the
-peak). Writes bench/results/tensor_roundtrip.json.
+peak); 64 MiB through shared memory >= 5x the same tensor over the socket path (v2
+binary over HTTP, v2 raw contents over gRPC). Writes bench/results/tensor_roundtrip.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -83,7 +94,9 @@ FRAME = struct.Struct("<Q")
 OTHER_CHECKOUT = "BENCH_TENSORWIRE_PATH"
 #: Every wire in the order a round calls them; the baselines of each comparison.
 WIRES = ("raw", "tensorwire_grpc", "bare_grpc", "tensorwire_npy", "tensorwire_v2",
-         "bare_http")
+         "bare_http", "tensorwire_v2_grpc", "shm_http", "shm_grpc")
+#: Each shared-memory wire, and the socket path of the same protocol it is held to.
+SHM_PAIRS = {"shm_http": "tensorwire_v2", "shm_grpc": "tensorwire_v2_grpc"}
 
 
 # ---------------------------------------------------------------------- servers
@@ -129,8 +142,9 @@ async def serve_tensorwire() -> None:
     from tensorwire.ops.serve import Server
     from tensorwire.settings import Settings
 
+    shm = {"shared_memory": "system"} if hasattr(Settings, "shared_memory") else {}
     settings = Settings(http_port=0, grpc_port=0, max_request_size=LIMIT,
-                        max_response_size=LIMIT, graceful_timeout=1)
+                        max_response_size=LIMIT, graceful_timeout=1, **shm)
     server = Server(tensorwire.get_service_spec(TensorEcho), settings)
     bound = await server.start()
     print(f"READY {bound.http_port} {bound.grpc_port}", flush=True)
@@ -267,8 +281,8 @@ class Served:
 class Clients:
     """One echo call per wire, each returning the array it got back."""
 
-    def __init__(self, tw: Served, bare_grpc: Served, bare_http: Served, raw: Served
-                 ) -> None:
+    def __init__(self, tw: Served, bare_grpc: Served, bare_http: Served, raw: Served,
+                 shm_copy: bool = False) -> None:
         import aiohttp
         import grpc
 
@@ -291,11 +305,16 @@ class Clients:
         self.bare_lean = LeanHttp(bare_http.http_port)
         self.raw_sock = socket.create_connection(("127.0.0.1", raw.http_port))
         self.raw_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.v2_infer = self.tw_channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelInfer")
+        self.regions = SharedRegions(self.tw_lean, shm_copy)
         self.servers = {"raw": raw, "tensorwire_grpc": tw, "bare_grpc": bare_grpc,
                         "tensorwire_npy": tw, "tensorwire_v2": tw, "bare_http": bare_http,
-                        "tensorwire_json": tw}
+                        "tensorwire_json": tw, "tensorwire_v2_grpc": tw, "shm_http": tw,
+                        "shm_grpc": tw}
 
     async def close(self) -> None:
+        self.regions.close()
         self.raw_sock.close()
         self.tw_lean.close()
         self.bare_lean.close()
@@ -353,6 +372,68 @@ class Clients:
         out = orjson.loads(body[:length])["outputs"][0]
         return np.frombuffer(body, np.float32, offset=length).reshape(out["shape"])
 
+    async def tensorwire_v2_grpc(self, x: np.ndarray) -> np.ndarray:
+        """v2 `ModelInfer`: the tensor in `raw_input_contents` (joined once into the
+        message, as grpc needs bytes), the echo read from `raw_output_contents` as a view
+        of the answer (tensorwire's own framing helpers, which its server uses)."""
+        from tensorwire import inference as pb
+        from tensorwire.v2.raw_contents import (
+            RAW_INPUT_CONTENTS,
+            RAW_OUTPUT_CONTENTS,
+            join_raw_outputs,
+            split_raw_inputs,
+        )
+
+        request = pb.ModelInferRequest(model_name="echo")
+        request.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        data = join_raw_outputs(request.SerializeToString(), [memoryview(x).cast("B")],
+                                field=RAW_INPUT_CONTENTS)
+        head, raws = split_raw_inputs(await self.v2_infer(data), field=RAW_OUTPUT_CONTENTS)
+        if raws is None:  # a small answer: the raw bytes are in the parsed message
+            raws = list(pb.ModelInferResponse.FromString(head).raw_output_contents)
+        return np.frombuffer(raws[0], np.float32)
+
+    def _shm_in(self, x: np.ndarray) -> tuple[dict[str, t.Any], dict[str, t.Any]]:
+        """(input, output) parameters of the tensor in the input region (copied there
+        now with `--shm-copy`, else placed once per size)."""
+        regions = self.regions
+        if regions.refused is not None:
+            raise RuntimeError(f"no shared memory: {regions.refused}")
+        if regions.copy_each_call:
+            regions.place(x)
+        return ({"shared_memory_region": regions.names[0],
+                 "shared_memory_byte_size": x.nbytes},
+                {"shared_memory_region": regions.names[1],
+                 "shared_memory_byte_size": x.nbytes})
+
+    async def shm_http(self, x: np.ndarray) -> np.ndarray:
+        """v2 over HTTP with both tensors in shared memory: a small JSON body each way."""
+        import orjson
+
+        given, wanted = self._shm_in(x)
+        head = orjson.dumps({"inputs": [{"name": "x", "datatype": "FP32",
+                                         "shape": list(x.shape), "parameters": given}],
+                             "outputs": [{"name": "result", "parameters": wanted}]})
+        _, body = self.tw_lean.post("/v2/models/echo/infer", {}, head)
+        out = orjson.loads(body)["outputs"][0]
+        return np.frombuffer(self.regions.output.buf, np.float32, x.size).reshape(
+            out["shape"])
+
+    async def shm_grpc(self, x: np.ndarray) -> np.ndarray:
+        """v2 `ModelInfer` with both tensors in shared memory: small messages each way."""
+        from tensorwire import inference as pb
+        from tensorwire.wire.oip import params_to_proto
+
+        given, wanted = self._shm_in(x)
+        request = pb.ModelInferRequest(model_name="echo")
+        params_to_proto(request.inputs.add(name="x", datatype="FP32",
+                                           shape=list(x.shape)).parameters, given)
+        params_to_proto(request.outputs.add(name="result").parameters, wanted)
+        out = pb.ModelInferResponse.FromString(
+            await self.v2_infer(request.SerializeToString())).outputs[0]
+        return np.frombuffer(self.regions.output.buf, np.float32, x.size).reshape(
+            list(out.shape))
+
     async def tensorwire_json(self, x: np.ndarray) -> np.ndarray:
         import orjson
 
@@ -365,6 +446,53 @@ class Clients:
         _, body = self.bare_lean.post("/echo", {"Content-Type": "application/octet-stream"},
                                       memoryview(x).cast("B"))
         return np.frombuffer(body, np.float32)
+
+
+class SharedRegions:
+    """The shared-memory wires' input and output regions (/dev/shm objects this client
+    creates, as tritonclient's helpers do), registered with the server for each size."""
+
+    def __init__(self, http: LeanHttp, copy_each_call: bool = False) -> None:
+        self.http = http
+        self.copy_each_call = copy_each_call
+        self.input: t.Any = None
+        self.output: t.Any = None
+        self.names = ("bench_in", "bench_out")
+        #: Why the server took no regions (a checkout from before the extension).
+        self.refused: str | None = None
+
+    def place(self, x: np.ndarray) -> None:
+        np.copyto(np.frombuffer(self.input.buf, x.dtype, x.size), x)
+
+    def prepare(self, x: np.ndarray) -> None:
+        """Regions of x's size each, registered (over HTTP; the one worker serves both
+        protocols from the same registry), x placed in the input one."""
+        from multiprocessing import shared_memory
+
+        import orjson
+
+        self.close()
+        nbytes = x.nbytes
+        self.input = shared_memory.SharedMemory(create=True, size=nbytes)
+        self.output = shared_memory.SharedMemory(create=True, size=nbytes)
+        try:
+            for name, region in zip(self.names, (self.input, self.output), strict=True):
+                self.http.post(f"/v2/systemsharedmemory/region/{name}/register", {},
+                               orjson.dumps({"key": "/" + region.name, "offset": 0,
+                                             "byte_size": nbytes}))
+        except RuntimeError as exc:  # its calls fail, each counted
+            self.refused = str(exc)
+        self.place(x)
+
+    def close(self) -> None:
+        if self.input is None:
+            return
+        with contextlib.suppress(Exception):  # the server may be gone already
+            self.http.post("/v2/systemsharedmemory/unregister", {})
+        for region in (self.input, self.output):
+            region.close()
+            region.unlink()
+        self.input = self.output = None
 
 
 class LeanHttp:
@@ -470,6 +598,7 @@ async def measure(clients: Clients, sizes: list[int], rounds: int, json_rounds: 
     rng = np.random.default_rng(0)
     for mib in sizes:
         x = rng.standard_normal(mib * MiB // 4, dtype=np.float32)
+        clients.regions.prepare(x)
         samples: dict[str, list[float | None]] = {w: [] for w in WIRES}
         cpu: dict[str, list[int]] = {w: [] for w in (*WIRES, "tensorwire_json")}
         failures = {w: Failures() for w in (*WIRES, "tensorwire_json")}
@@ -501,6 +630,8 @@ async def measure(clients: Clients, sizes: list[int], rounds: int, json_rounds: 
         for name in (*WIRES[1:], "tensorwire_json"):
             row[name]["vs_raw"] = row[name]["mb_per_s"] / raw["mb_per_s"]
             row[name]["cpu_vs_raw"] = row[name]["cpu_ms_per_mb"] / raw["cpu_ms_per_mb"]
+        for name, socket_path in SHM_PAIRS.items():
+            row[name]["vs_socket"] = row[name]["mb_per_s"] / row[socket_path]["mb_per_s"]
         row["ratio_grpc"] = row["tensorwire_grpc"]["mb_per_s"] / row["bare_grpc"]["mb_per_s"]
         row["ratio_npy"] = row["tensorwire_npy"]["mb_per_s"] / row["bare_http"]["mb_per_s"]
         row["ratio_json"] = (row["tensorwire_json"]["mb_per_s"]
@@ -511,27 +642,33 @@ async def measure(clients: Clients, sizes: list[int], rounds: int, json_rounds: 
 
 
 def print_header() -> None:
-    print(f"{'size':>6} {'wire':<16} {'MB/s':>8} {'x raw':>6} {'CPU ms/MB':>9} "
+    print(f"{'size':>6} {'wire':<18} {'MB/s':>8} {'x raw':>6} {'CPU ms/MB':>9} "
           f"{'x raw':>6} {'peak bufs':>9} {'failed':>6}")
 
 
 def print_row(mib: int, row: dict[str, t.Any]) -> None:
     for name in (*WIRES, "tensorwire_json"):
         r = row[name]
-        print(f"{mib:>4}Mi {name:<16} {r['mb_per_s']:8.1f} {r.get('vs_raw', 1.0):6.2f} "
+        print(f"{mib:>4}Mi {name:<18} {r['mb_per_s']:8.1f} {r.get('vs_raw', 1.0):6.2f} "
               f"{r['cpu_ms_per_mb']:9.3f} {r.get('cpu_vs_raw', 1.0):6.2f} "
               f"{r.get('peak_buffers', float('nan')):9.2f} {r['errors']:6d}"
-              f"{'  first: ' + str(r['first_error']) if r['errors'] else ''}", flush=True)
+              f"{'  first: ' + str(r['first_error']) if r['errors'] else ''}"
+              f"{socket_ratio(r)}", flush=True)
 
 
-async def run(sizes: list[int], rounds: int, json_rounds: int, loop: str
-              ) -> dict[str, t.Any]:
+def socket_ratio(r: dict[str, t.Any]) -> str:
+    """A shared-memory wire's MB/s over its socket path's, printed after its row."""
+    return f"  {r['vs_socket']:.1f}x its socket path" if "vs_socket" in r else ""
+
+
+async def run(sizes: list[int], rounds: int, json_rounds: int, loop: str,
+              shm_copy: bool = False) -> dict[str, t.Any]:
     servers: list[Served] = []
     try:
         tw = Served("tensorwire", loop)
         servers.append(tw)
         servers += [Served("grpc"), Served("http"), Served("raw")]
-        clients = Clients(tw, *servers[1:])
+        clients = Clients(tw, *servers[1:], shm_copy=shm_copy)
         try:
             print_header()
             return await measure(clients, sizes, rounds, json_rounds)
@@ -558,6 +695,11 @@ def targets_of(results: dict[str, t.Any]) -> dict[str, dict[str, bool]]:
                                                               failed)
             checks[f"{short} <= 1 buffer per direction"] = target_met(
                 row[wire]["peak_buffers"] <= 2.05, failed)
+        if size == "64MiB":
+            for wire, socket_path in SHM_PAIRS.items():
+                failed = row[wire]["errors"] + row[socket_path]["errors"]
+                checks[f"{wire} >= 5x {socket_path}"] = target_met(
+                    row[wire]["vs_socket"] >= 5, failed)
         out[size] = checks
     return out
 
@@ -571,6 +713,9 @@ def main() -> int:
     parser.add_argument("--json-rounds", type=int, default=3)
     parser.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="asyncio",
                         help="tensorwire's event loop (the bare servers run on asyncio)")
+    parser.add_argument("--shm-copy", action="store_true",
+                        help="the shared-memory wires copy the tensor into the region on "
+                             "every call (timed), not once per size")
     parser.add_argument("--no-write", action="store_true", help="do not write results JSON")
     args = parser.parse_args()
     if args.serve:
@@ -581,13 +726,15 @@ def main() -> int:
             runner.run(SERVERS[args.serve]())
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    results = asyncio.run(run(sizes, args.rounds, args.json_rounds, args.loop))
+    results = asyncio.run(run(sizes, args.rounds, args.json_rounds, args.loop,
+                              args.shm_copy))
     targets = targets_of(results)
     failed_total = sum(row[w]["errors"] for k, row in results.items() if k in targets
-                       for w in ("raw", "tensorwire_npy", "tensorwire_v2"))
+                       for w in ("raw", "tensorwire_npy", "tensorwire_v2", *SHM_PAIRS,
+                                 *SHM_PAIRS.values()))
     met = all(all(v.values()) for v in targets.values())
     print("targets (16 and 64 MiB: npy and v2 >= 0.5x raw MB/s, CPU/MB <= 2x raw, "
-          "<= 1 buffer per direction):",
+          "<= 1 buffer per direction; 64 MiB: shared memory >= 5x its socket path):",
           verdict(met, failed_total) if targets else "not measured (no size >= 16 MiB)",
           "" if met else {k: [n for n, ok in v.items() if not ok] for k, v in targets.items()})
     if not args.no_write:
@@ -597,6 +744,8 @@ def main() -> int:
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "platform": platform.platform()},
             "loop": args.loop,
+            "shm_input": "copied in on every call" if args.shm_copy else
+                         "placed in the region once per size",
             "unit": "MB/s = payload bytes one way / median round trip, 1 MB = 1e6 bytes; "
                     "cpu_ms_per_mb = server CPU (all threads) per payload MB, median call; "
                     "peak_buffers = payload-sized buffers alive at the peak of one call "
