@@ -273,8 +273,8 @@ class SystemSharedMemory:
     def status(self, name: str = "") -> list[dict[str, Any]]:
         """Triton's status: every region, or region `name` (NotFound if unknown)."""
         self._sweep()
-        if not name:
-            return [r.status() for r in self._regions.values()]
+        if not name:  # by name, as Triton's (a std::map)
+            return [self._regions[n].status() for n in sorted(self._regions)]
         region = self._regions.get(name)
         if region is None:
             raise NotFound(f"Unable to find system shared memory region: '{name}'"
