@@ -291,11 +291,14 @@ def real_model_section(result: dict[str, Any]) -> list[str]:
                    for by_c in rep["summary"].values() for s in by_c.values()
                    for name in names
                    if s[name].get("foreign_cpu") == s[name].get("foreign_cpu"))
-    if noise:
+    if noise and noise[-1] >= 0.10:
         out.append(f"- other processes used {noise[len(noise) // 2]:.0%} of a core (median "
                    f"of cases; {noise[0]:.0%} to {noise[-1]:.0%}) beside these runs: the "
                    "servers took turns, so ratios compare like with like, but absolute "
                    "requests/s and latencies are those of a shared, busy machine")
+    elif noise:
+        out.append(f"- other processes used {noise[0]:.0%} to {noise[-1]:.0%} of a core "
+                   "beside these runs: a quiet machine")
     return [*out, ""]
 
 
