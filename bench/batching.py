@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/batching.py [--seconds 5] [--rounds 3]
 
-One tensorwire server (bench/batching_service.py: the same model behind a plain and a
-`batchable=True` API) runs pinned to one core; the load generator (bench/batching_load.py)
+One tensorwire server (bench/support/batching_service.py: the same model behind a plain and a
+`batchable=True` API) runs pinned to one core; the load generator (bench/support/batching_load.py)
 runs in its own process on the other. For each protocol it measures the lone-request
 latency of the batchable API (one client), then alternates unbatched / batched runs at
 64 clients (A B A B ...) and reports medians and the throughput ratio. Target: >= 5x the
@@ -33,7 +33,7 @@ PY = sys.executable
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
-from bench.common import failed_calls, target_met, verdict  # noqa: E402
+from bench.support.common import failed_calls, target_met, verdict  # noqa: E402
 
 
 def free_port() -> int:
@@ -102,7 +102,7 @@ def main() -> int:
     http_port, grpc_port = free_port(), free_port()
     server = subprocess.Popen(
         [*pin(server_core), PY, "-m", "tensorwire", "serve",
-         "bench.batching_service:BatchModel", "--http-port", str(http_port),
+         "bench.support.batching_service:BatchModel", "--http-port", str(http_port),
          "--grpc-port", str(grpc_port), "--log-level", "warning"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)

@@ -28,7 +28,7 @@ import grpc
 import orjson
 
 import tensorwire
-from bench.common import Failures
+from bench.support.common import Failures
 from examples.quickstart import Quickstart
 from tensorwire.protobuf.descriptors import service_proto
 from tests.support.servers import serving

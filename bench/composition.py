@@ -5,11 +5,11 @@
     .venv/bin/python bench/composition.py --quick
     .venv/bin/python bench/composition.py --without-bentoml
 
-The same two-service graph (`bench/composition_services.py`: a `Pipeline` that calls
+The same two-service graph (`bench/support/composition_services.py`: a `Pipeline` that calls
 its `Model`'s `echo` on a float32 tensor, `n` times per request) served three ways, all
 at once, measured in turns (A B C A B C ...) so that a shared machine's drift hits all:
 
-- **tw in-process**: `tensorwire serve bench.composition_services:Pipeline`, the model
+- **tw in-process**: `tensorwire serve bench.support.composition_services:Pipeline`, the model
   run by the same server, each call through its request plan (no bytes);
 - **tw gRPC**: the model in a server process of its own, the pipeline started with
   `--dependency Model=grpc://127.0.0.1:PORT` (tensorwire's client, loopback);
@@ -21,7 +21,7 @@ A request of the pipeline costs the same whatever `n` (one small JSON body in, a
 out); the per-call cost of the dependency is `(t(n=N) - t(n=0)) / N`, the medians of
 many sequential requests each, from one HTTP client on a kept-alive connection. Tensors
 of 4 floats (the call's own cost) and of 1 MiB (what moving the tensor costs). Every
-failed request is counted (bench/common.py's Failures): a target is met only when no
+failed request is counted (bench/support/common.py's Failures): a target is met only when no
 request to the servers it compares failed. Writes bench/results/composition.json.
 """
 
@@ -41,7 +41,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.support.common import (
     PY,
     ROOT,
     Failures,
@@ -144,11 +144,11 @@ def main() -> int:
     model_grpc = ports["model"][1]
     procs = {
         "tw in-process": Proc("tw-inprocess", tensorwire(
-            "bench.composition_services:Pipeline", *ports["tw in-process"])),
-        "model": Proc("tw-model", tensorwire("bench.composition_services:Model",
+            "bench.support.composition_services:Pipeline", *ports["tw in-process"])),
+        "model": Proc("tw-model", tensorwire("bench.support.composition_services:Model",
                                              *ports["model"])),
         "tw gRPC": Proc("tw-grpc", tensorwire(
-            "bench.composition_services:Pipeline", *ports["tw gRPC"],
+            "bench.support.composition_services:Pipeline", *ports["tw gRPC"],
             "--dependency", f"Model=grpc://127.0.0.1:{model_grpc}")),
     }
     workdir = Path(tempfile.mkdtemp(prefix="bench-composition-"))

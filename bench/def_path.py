@@ -32,7 +32,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import machine_info, table, write_results
+from bench.support.common import machine_info, table, write_results
 from tensorwire.runtime.handoff import Handoff
 
 

@@ -31,7 +31,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorwire
-from bench.common import Failures
+from bench.support.common import Failures
 from tests.support.servers import serving
 
 MiB = 1024 * 1024

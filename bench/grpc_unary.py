@@ -3,9 +3,9 @@
     .venv/bin/python bench/grpc_unary.py            # full run (~3 min)
     .venv/bin/python bench/grpc_unary.py --quick    # one round, short runs
 
-Servers: `tensorwire serve bench.services:Bench --no-http` and
-`bench.baselines.bare_grpc` (bare.proto compiled by grpc_tools.protoc into a temp dir
-at run time), both pinned to one core. Load: `bench.load.grpc_client` (grpc.aio, one
+Servers: `tensorwire serve bench.support.services:Bench --no-http` and
+`bench.support.baselines.bare_grpc` (bare.proto compiled by grpc_tools.protoc into a temp dir
+at run time), both pinned to one core. Load: `bench.support.load.grpc_client` (grpc.aio, one
 channel, N coroutines, pre-serialized request bytes) on the other core. The request
 messages of both servers are wire-identical, so the client sends the same bytes to each.
 Writes bench/results/grpc_unary.json.
@@ -21,8 +21,17 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.baselines.stubs import compile_stubs, load_stubs
-from bench.common import (
+from bench.http_json import (
+    compare,
+    finish,
+    parse_args,
+    print_summary,
+    results_name,
+    targets,
+    tensorwire_cmd,
+)
+from bench.support.baselines.stubs import compile_stubs, load_stubs
+from bench.support.common import (
     PY,
     ROOT,
     Pinning,
@@ -32,15 +41,6 @@ from bench.common import (
     run_load,
     wait_quiet,
     write_results,
-)
-from bench.http_json import (
-    compare,
-    finish,
-    parse_args,
-    print_summary,
-    results_name,
-    targets,
-    tensorwire_cmd,
 )
 
 VARIANTS = {"async": "/bench.Bench/Predict", "def": "/bench.Bench/PredictSync"}
@@ -52,15 +52,17 @@ def grpc_servers(pin: Pinning, stub_dir: Path, loop: str = "asyncio"
     """tensorwire and bare grpc.aio on `loop`; on uvloop also bare grpc.aio on asyncio."""
     tw_port = free_port()
     out = {"tensorwire": (Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(),
-                                              "serve", "bench.services:Bench", "--grpc-port",
-                                              str(tw_port), "--no-http", "--loop", loop]),
+                                              "serve", "bench.support.services:Bench",
+                                              "--grpc-port", str(tw_port), "--no-http",
+                                              "--loop", loop]),
                           f"127.0.0.1:{tw_port}")}
     for name, bare_loop in (("bare", loop), *((("bare-asyncio", "asyncio"),)
                                               if loop != "asyncio" else ())):
         port = free_port()
-        out[name] = (Proc(name, [*pin.prefix("server"), PY, "-m", "bench.baselines.bare_grpc",
-                                 "--port", str(port), "--stubs", str(stub_dir),
-                                 "--loop", bare_loop]), f"127.0.0.1:{port}")
+        out[name] = (Proc(name, [*pin.prefix("server"), PY, "-m",
+                                 "bench.support.baselines.bare_grpc", "--port", str(port),
+                                 "--stubs", str(stub_dir), "--loop", bare_loop]),
+                     f"127.0.0.1:{port}")
     return out
 
 
@@ -82,7 +84,7 @@ def check_same_answer(procs: dict[str, tuple[Proc, str]], method: str, request: 
 def measure_grpc(pin: Pinning, target: str, method: str, request: bytes, concurrency: int,
                  duration: float, warmup: float, proc: Proc, max_wait: float,
                  stream: bool = False, expect_chunks: int = 0) -> dict[str, Any]:
-    """One load run of bench.load.grpc_client (a stream of another length than
+    """One load run of bench.support.load.grpc_client (a stream of another length than
     `expect_chunks`, when given, is a failed call)."""
     cpu: dict[str, Any] = {}
     waited = wait_quiet(pin.cores(), max_wait=max_wait)
@@ -91,7 +93,7 @@ def measure_grpc(pin: Pinning, target: str, method: str, request: bytes, concurr
         cpu["start"] = proc.cpu_seconds()
         cpu["cores"] = core_times()
 
-    cmd = [*pin.prefix("load"), PY, "-m", "bench.load.grpc_client", "--target", target,
+    cmd = [*pin.prefix("load"), PY, "-m", "bench.support.load.grpc_client", "--target", target,
            "--method", method, "--request-hex", request.hex(),
            "--concurrency", str(concurrency), "--duration", str(duration),
            "--warmup", str(warmup)]
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     request = pb.PredictRequest(**REQUEST).SerializeToString()
     procs = grpc_servers(pin, stub_dir, args.loop)
     variants = {v: VARIANTS[v] for v in args.variants}
-    load = "bench.load.grpc_client: grpc.aio, 1 channel, N coroutines, own process"
+    load = "bench.support.load.grpc_client: grpc.aio, 1 channel, N coroutines, own process"
 
     def run_case(proc: Proc, target: str, method: str, c: int) -> dict[str, Any]:
         return measure_grpc(pin, target, method, request, c, args.duration, args.warmup,

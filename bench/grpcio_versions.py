@@ -39,7 +39,15 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CLK_TCK, ROOT, free_port, machine_info, median, table, write_results
+from bench.support.common import (
+    CLK_TCK,
+    ROOT,
+    free_port,
+    machine_info,
+    median,
+    table,
+    write_results,
+)
 
 METHOD = "/bench.Echo/Echo"
 #: The request and the answer: the size of bench/grpc_unary.py's small messages.

@@ -27,8 +27,8 @@ if __package__ in (None, ""):
 from aiohttp import streams
 from aiohttp.test_utils import make_mocked_request
 
-from bench.common import machine_info, table, write_results
-from bench.model import BODY
+from bench.support.common import machine_info, table, write_results
+from bench.support.model import BODY
 
 _HEADERS = {"Content-Type": "application/json", "Content-Length": str(len(BODY)),
             "Host": "127.0.0.1"}
@@ -71,7 +71,7 @@ async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
     """The handler `POST /predict` is routed to: the one HTTP envelope's, for the API's
     request plan."""
     import tensorwire
-    from bench.services import Bench
+    from bench.support.services import Bench
     from tensorwire.http.native import NativeSteps
     from tensorwire.http.request_envelope import HttpEnvelope
     from tensorwire.runtime.service import ServiceRuntime
@@ -87,7 +87,7 @@ async def tensorwire_handler(settings_overrides: dict[str, Any]) -> Any:
 
 
 async def bare_handler(_: dict[str, Any]) -> Any:
-    from bench.baselines.bare_http import predict
+    from bench.support.baselines.bare_http import predict
 
     return predict
 

@@ -3,9 +3,9 @@
     .venv/bin/python bench/http_json.py            # full run (~3 min)
     .venv/bin/python bench/http_json.py --quick    # one round, short runs
 
-Servers: `tensorwire serve bench.services:Bench --no-grpc` and
-`bench.baselines.bare_http`, both pinned to one core. Load: wrk (Lua script
-bench/load/post.lua) on the other core, or the aiohttp load client when wrk is absent.
+Servers: `tensorwire serve bench.support.services:Bench --no-grpc` and
+`bench.support.baselines.bare_http`, both pinned to one core. Load: wrk (Lua script
+bench/support/load/post.lua) on the other core, or the aiohttp load client when wrk is absent.
 Both the `async def` API (`/predict`) and the `def` one (`/predict_sync`, thread pool)
 are measured at each concurrency. Writes bench/results/http_json.json.
 """
@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.support.common import (
     PY,
     ROOT,
     Comparison,
@@ -47,9 +47,9 @@ from bench.common import (
     write_results,
     wrk_result,
 )
-from bench.model import BODY
+from bench.support.model import BODY
 
-LUA = ROOT / "bench" / "load" / "post.lua"
+LUA = ROOT / "bench" / "support" / "load" / "post.lua"
 VARIANTS = {"async": "/predict", "def": "/predict_sync"}
 METRICS = ("rps", "p50_ms", "p99_ms", "server_us_per_req", "server_cpu", "foreign_cpu")
 
@@ -69,14 +69,15 @@ def servers(pin: Pinning, protocol: str, loop: str = "asyncio"
         raise ValueError(protocol)
     tw_port = free_port()
     out = {"tensorwire": (Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(),
-                                              "serve", "bench.services:Bench", "--http-port",
-                                              str(tw_port), "--no-grpc", "--loop", loop]),
+                                              "serve", "bench.support.services:Bench",
+                                              "--http-port", str(tw_port), "--no-grpc",
+                                              "--loop", loop]),
                           f"http://127.0.0.1:{tw_port}")}
     for name, bare_loop in (("bare", loop), *((("bare-asyncio", "asyncio"),)
                                               if loop != "asyncio" else ())):
         port = free_port()
         out[name] = (Proc(name, [*pin.prefix("server"), PY, "-m",
-                                 "bench.baselines.bare_http", "--port", str(port),
+                                 "bench.support.baselines.bare_http", "--port", str(port),
                                  "--loop", bare_loop]), f"http://127.0.0.1:{port}")
     return out
 
@@ -126,7 +127,7 @@ def measure(tool: str, pin: Pinning, url: str, concurrency: int, duration: float
         result = wrk_result(run_load([*env_cmd, *base, f"-d{max(1, round(duration))}s", url]),
                             warm)
     else:
-        result = run_load([*pin.prefix("load"), PY, "-m", "bench.load.http_client",
+        result = run_load([*pin.prefix("load"), PY, "-m", "bench.support.load.http_client",
                            "--url", url, "--body", BODY.decode(),
                            "--concurrency", str(concurrency), "--duration", str(duration),
                            "--warmup", str(warmup)], on_warm=mark)
@@ -216,7 +217,7 @@ def _ready(proc: Proc, addr: str) -> None:
     if addr.startswith("http"):
         http_ready(addr + "/readyz", proc)
     else:
-        from bench.common import grpc_serving
+        from bench.support.common import grpc_serving
 
         grpc_serving(addr, proc)
 
@@ -301,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     pin = Pinning.detect()
     tool = load_tool(args.load)
-    load = ("wrk -t1 -cN with bench/load/post.lua (own process)" if tool == "wrk"
-            else "bench.load.http_client: aiohttp, own process")
+    load = ("wrk -t1 -cN with bench/support/load/post.lua (own process)" if tool == "wrk"
+            else "bench.support.load.http_client: aiohttp, own process")
     procs = servers(pin, "http", args.loop)
     variants = {v: VARIANTS[v] for v in args.variants}
 

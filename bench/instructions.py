@@ -20,7 +20,7 @@ per-chunk trim shows as instructions per chunk. Writes bench/results/instruction
 
 `--wire` counts tensorwire on its other request paths (a server per wire, the load
 sent from this process): `grpc` (the same small request as a native gRPC call, and to
-the bare grpc.aio servicer `bench.baselines.bare_grpc` on the same loop: the ratio),
+the bare grpc.aio servicer `bench.support.baselines.bare_grpc` on the same loop: the ratio),
 `v2-grpc` (a 1x4 float32 `ModelInfer` with raw contents, as tritonclient sends it) and
 `v2-http` (the same infer with Triton's binary tensor extension). `--loop` picks the
 server's event loop. These are the before/after figures of a change to a transport:
@@ -45,20 +45,21 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import PY, ROOT, free_port, machine_info, table, write_results
-from bench.model import BODY
+from bench.support.common import PY, ROOT, free_port, machine_info, table, write_results
+from bench.support.model import BODY
 
 
 def command(name: str, port: int, loop: str = "asyncio") -> list[str]:
     if name == "tensorwire":
-        return [PY, "-m", "tensorwire", "serve", "bench.services:Bench",
+        return [PY, "-m", "tensorwire", "serve", "bench.support.services:Bench",
                 "--http-port", str(port), "--no-grpc", "--loop", loop]
-    return [PY, "-m", "bench.baselines.bare_http", "--port", str(port)]
+    return [PY, "-m", "bench.support.baselines.bare_http", "--port", str(port)]
 
 
 def wire_command(wire: str, http_port: int, grpc_port: int, loop: str) -> list[str]:
     """tensorwire serving the service a `--wire` run calls (both ports open)."""
-    service = "bench.services:Bench" if wire == "grpc" else "bench.oip_service:OipBench"
+    service = ("bench.support.services:Bench" if wire == "grpc"
+               else "bench.support.oip_service:OipBench")
     return [PY, "-m", "tensorwire", "serve", service, "--http-port", str(http_port),
             "--grpc-port", str(grpc_port), "--loop", loop]
 
@@ -85,8 +86,8 @@ def _grpc_request(wire: str) -> tuple[str, bytes]:
     from tensorwire.protobuf.descriptors import service_proto
 
     if wire == "grpc":
-        from bench.model import FEATURES
-        from bench.services import Bench
+        from bench.support.model import FEATURES
+        from bench.support.services import Bench
 
         proto = service_proto(tensorwire.get_service_spec(Bench))
         values = dict(zip(FEATURES, (5.1, 3.5, 1.4, 0.2), strict=True))
@@ -295,7 +296,7 @@ def count_wire(args: argparse.Namespace) -> None:
     summary = {"tensorwire": row}
     payload: dict[str, Any] = {}
     if args.wire == "grpc":  # the same request to bare grpc.aio on the same loop
-        from bench.baselines.stubs import compile_stubs
+        from bench.support.baselines.stubs import compile_stubs
 
         port = free_port()
         stubs = compile_stubs()
@@ -304,7 +305,7 @@ def count_wire(args: argparse.Namespace) -> None:
         def bare_load(n: int) -> None:
             send_grpc(port, bare_path, data, n, args.connections)
 
-        summary["bare"] = count([PY, "-m", "bench.baselines.bare_grpc", "--port", str(port),
+        summary["bare"] = count([PY, "-m", "bench.support.baselines.bare_grpc", "--port", str(port),
                                  "--stubs", str(stubs), "--loop", args.loop], port, args,
                                 bare_load, grpc_ready=True)
         payload["ratio"] = summary["tensorwire"]["per_request"] / summary["bare"]["per_request"]

@@ -4,7 +4,7 @@
     .venv/bin/python bench/open_inference.py --quick    # 1 round, short runs
 
 One float32 echo model, served by three things at once, each pinned to the server core
-(`taskset`): tensorwire (`bench.oip_service:OipBench`, both protocols: the native API
+(`taskset`): tensorwire (`bench.support.oip_service:OipBench`, both protocols: the native API
 `echo` and the v2 model `echo`), and MLServer 1.7 with the same model (a custom
 `MLModel` returning its input through `NumpyCodec`). **MLServer is installed by this
 script** into its own virtual environment, `bench/results/mlserver-venv` (git-ignored),
@@ -16,7 +16,7 @@ configuration on one core). The targets are checked against the defaults; both a
 reported. Server CPU counts a server's worker processes too.
 
 Small requests ([1, 4] float32), requests/s of closed-loop clients at `--concurrency`
-(default 16), on the load core: gRPC with `bench.load.grpc_client` (the same
+(default 16), on the load core: gRPC with `bench.support.load.grpc_client` (the same
 pre-serialized bytes to every server speaking v2), HTTP with wrk (`post_file.lua`).
 Cases, alternated round by round: gRPC v2 (tensorwire, MLServer) and native; HTTP v2
 binary (tritonclient's default; MLServer cannot read it), v2 JSON (tensorwire, MLServer)
@@ -54,7 +54,8 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from bench.common import (
+from bench.http_json import finish, tensorwire_cmd
+from bench.support.common import (
     PY,
     RESULTS,
     ROOT,
@@ -75,7 +76,6 @@ from bench.common import (
     write_results,
     wrk_result,
 )
-from bench.http_json import finish, tensorwire_cmd
 
 MLSERVER = "mlserver==1.7.1"
 #: uvloop 0.22 made `asyncio.get_event_loop()` raise outside a running loop, which
@@ -84,7 +84,7 @@ MLSERVER = "mlserver==1.7.1"
 UVLOOP = "uvloop<0.22"
 VENV = RESULTS / "mlserver-venv"
 MODEL_DIR = RESULTS / "mlserver-model"
-LUA = ROOT / "bench" / "load" / "post_file.lua"
+LUA = ROOT / "bench" / "support" / "load" / "post_file.lua"
 MiB = 1024 * 1024
 LIMIT = 64 * MiB
 MODEL = "echo"
@@ -184,7 +184,7 @@ def servers(pin: Pinning, mlserver: bool = True) -> dict[str, tuple[Proc, str, s
     """name -> (process, HTTP base URL, gRPC target)."""
     tw_http, tw_grpc = free_port(), free_port()
     tw = Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(), "serve",
-                             "bench.oip_service:OipBench", "--http-port", str(tw_http),
+                             "bench.support.oip_service:OipBench", "--http-port", str(tw_http),
                              "--grpc-port", str(tw_grpc), "--max-request-size", str(LIMIT),
                              "--max-response-size", str(LIMIT)])
     out = {"tensorwire": (tw, f"http://127.0.0.1:{tw_http}", f"127.0.0.1:{tw_grpc}")}
@@ -267,7 +267,7 @@ def native_npy(x: np.ndarray) -> tuple[bytes, dict[str, str]]:
 
 def native_grpc_messages() -> Any:
     import tensorwire
-    from bench.oip_service import OipBench
+    from bench.support.oip_service import OipBench
     from tensorwire.protobuf.descriptors import service_proto
 
     return service_proto(tensorwire.get_service_spec(OipBench)).messages["echo"]
@@ -370,7 +370,7 @@ def measure_small(case: dict[str, Any], proc: Proc, pin: Pinning, args: argparse
 
     if "grpc" in case:
         target, method, request = case["grpc"]
-        result = run_load([*pin.prefix("load"), PY, "-m", "bench.load.grpc_client",
+        result = run_load([*pin.prefix("load"), PY, "-m", "bench.support.load.grpc_client",
                            "--target", target, "--method", method, "--request-hex",
                            request.hex(), "--concurrency", str(args.concurrency),
                            "--duration", str(args.duration), "--warmup", str(args.warmup)],
@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     if pin.load is not None:
         os.sched_setaffinity(0, {pin.load})  # the 16 MiB client runs here
     procs = servers(pin, mlserver=not args.without_mlserver)
-    load = (f"small: {args.concurrency} closed-loop clients (grpc: bench.load.grpc_client; "
+    load = (f"small: {args.concurrency} closed-loop clients (grpc: bench.support.load.grpc_client; "
             "http: wrk -t1, post_file.lua), own process; 16 MiB: one request at a time "
             "from the bench process")
     print(header("Open Inference Protocol: v2 vs native, tensorwire vs MLServer", pin, load))

@@ -4,7 +4,7 @@
     .venv/bin/python bench/perf_analyzer.py --quick    # shorter windows
 
 The model is the one bench/open_inference.py serves: `echo`, a float32 tensor back as
-`result` (tensorwire `bench.oip_service:OipBench`, MLServer a custom `MLModel` through
+`result` (tensorwire `bench.support.oip_service:OipBench`, MLServer a custom `MLModel` through
 `NumpyCodec`, both from that script). perf_analyzer sends `x` of 16 floats (64 B) and
 of 262,144 floats (1 MiB) over HTTP (binary tensors, its default) and gRPC (raw
 contents), at concurrency 1 and 8, and reports throughput and latency; with tensorwire
@@ -15,7 +15,7 @@ float"). Over HTTP MLServer cannot take part: perf_analyzer always sends Triton'
 tensor extension, which MLServer 1.7 does not read (its rows say so).
 
 perf_analyzer asks for the model configuration first and for the statistics around
-every window: MLServer has neither, so it is measured behind `bench/perf_analyzer_shim.py`
+every window: MLServer has neither, so it is measured behind `bench/support/perf_analyzer_shim.py`
 (answers both, passes everything else through). tensorwire runs both directly and behind
 the same shim, so the shim's own cost shows: compare MLServer with `tensorwire (shim)`.
 
@@ -48,7 +48,18 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.http_json import tensorwire_cmd
+from bench.open_inference import (
+    LIMIT,
+    MODEL,
+    MODEL_DIR,
+    TreeProc,
+    ensure_mlserver,
+    grpc_ready,
+    mlserver_version,
+    write_mlserver_model,
+)
+from bench.support.common import (
     PY,
     RESULTS,
     ROOT,
@@ -61,17 +72,6 @@ from bench.common import (
     running,
     table,
     write_results,
-)
-from bench.http_json import tensorwire_cmd
-from bench.open_inference import (
-    LIMIT,
-    MODEL,
-    MODEL_DIR,
-    TreeProc,
-    ensure_mlserver,
-    grpc_ready,
-    mlserver_version,
-    write_mlserver_model,
 )
 
 TRITONCLIENT = "tritonclient==2.34.0"
@@ -164,7 +164,7 @@ def servers(pin: Pinning) -> tuple[list[Proc], dict[str, tuple[str, str]]]:
     """The processes to start, and name -> (HTTP address, gRPC address) to measure."""
     tw_http, tw_grpc = free_port(), free_port()
     tw = Proc("tensorwire", [*pin.prefix("server"), *tensorwire_cmd(), "serve",
-                             "bench.oip_service:OipBench", "--http-port", str(tw_http),
+                             "bench.support.oip_service:OipBench", "--http-port", str(tw_http),
                              "--grpc-port", str(tw_grpc), "--max-request-size", str(LIMIT),
                              "--max-response-size", str(LIMIT)])
     exe = ensure_mlserver()
@@ -185,7 +185,7 @@ def servers(pin: Pinning) -> tuple[list[Proc], dict[str, tuple[str, str]]]:
     for name, http, grpc_ in upstreams:
         shim_http, shim_grpc = free_port(), free_port()
         procs.append(Proc(f"shim-{name.split()[0]}", [
-            *pin.prefix("server"), PY, "-m", "bench.perf_analyzer_shim",
+            *pin.prefix("server"), PY, "-m", "bench.support.perf_analyzer_shim",
             "--http-upstream", f"http://127.0.0.1:{http}",
             "--grpc-upstream", f"127.0.0.1:{grpc_}",
             "--http-port", str(shim_http), "--grpc-port", str(shim_grpc)]))

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import Failures  # noqa: E402
+from bench.support.common import Failures  # noqa: E402
 
 
 def micro(n: int = 200_000) -> dict[str, float]:

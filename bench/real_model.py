@@ -11,11 +11,11 @@ clients, over HTTP (the same JSON body to every server) and gRPC, side by side i
 run, the servers taking turns (A B C A B C ...) so a shared machine's drift hits all:
 
 - **tensorwire batched**: `tensorwire serve examples.digits:Digits` (`batchable=True`);
-- **tensorwire unbatched**: `tensorwire serve bench.real_model_service:DigitsUnbatched`,
+- **tensorwire unbatched**: `tensorwire serve bench.support.real_model_service:DigitsUnbatched`,
   the same model and API without `batchable`;
 - **BentoML 1.4.40** with its own batching, in a venv of its own that this script makes,
   `.venv-bentoml/` at the repository root (never the project's venv): over HTTP its 1.4
-  SDK (`bench/baselines/bentoml_digits.py`, `@bentoml.api(batchable=True)`); over gRPC,
+  SDK (`bench/support/baselines/bentoml_digits.py`, `@bentoml.api(batchable=True)`); over gRPC,
   which that SDK does not serve, its legacy Runner API (`bentoml_digits_grpc.py`, a
   batchable runner method behind `bentoml serve-grpc`).
 
@@ -56,7 +56,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from bench.common import (
+from bench.support.common import (
     CLK_TCK,
     PY,
     ROOT,
@@ -86,7 +86,7 @@ BENTOML = "bentoml[grpc]==1.4.40"
 #: wraps servicers in lacks `abort_with_status`, abstract in newer grpcio (every call
 #: fails with a TypeError).
 BENTO_PINS = ("torch==2.13.0", "protobuf>=4.21,<5", "grpcio==1.62.3")
-LUA = ROOT / "bench" / "load" / "post.lua"
+LUA = ROOT / "bench" / "support" / "load" / "post.lua"
 BENTO_METHOD = "/bentoml.grpc.v1.BentoService/Call"
 CHECK_DIGITS = 8
 ATOL = 1e-6
@@ -162,7 +162,7 @@ def make_servers(pin: Pinning, bento_python: Path | None, home: Path, latency_ms
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out: dict[str, dict[str, Any]] = {}
     for name, target in (("tw-batched", "examples.digits:Digits"),
-                         ("tw-unbatched", "bench.real_model_service:DigitsUnbatched")):
+                         ("tw-unbatched", "bench.support.real_model_service:DigitsUnbatched")):
         http, grpc = free_port(), free_port()
         out[name] = {"proc": Group(name, [*pin.prefix("server"), *tensorwire_cmd(), "serve",
                                           target, "--http-port", str(http), "--grpc-port",
@@ -176,13 +176,15 @@ def make_servers(pin: Pinning, bento_python: Path | None, home: Path, latency_ms
              "BENTOML_DIGITS_LATENCY_MS": str(latency_ms), **threads}
     http = free_port()
     out["bentoml-http"] = {"proc": Group("bentoml-http", [
-        *pin.prefix("server"), bentoml, "serve", "bench.baselines.bentoml_digits:DigitsBento",
+        *pin.prefix("server"), bentoml, "serve",
+        "bench.support.baselines.bentoml_digits:DigitsBento",
         "--host", "127.0.0.1", "--port", str(http)], env=bento_env({
             **knobs, "BENTOML_CONFIG_OPTIONS": "api_server.logging.access.enabled=false"})),
         "http": f"http://127.0.0.1:{http}"}
     grpc, metrics = free_port(), free_port()
     out["bentoml-grpc"] = {"proc": Group("bentoml-grpc", [
-        *pin.prefix("server"), bentoml, "serve-grpc", "bench.baselines.bentoml_digits_grpc:svc",
+        *pin.prefix("server"), bentoml, "serve-grpc",
+        "bench.support.baselines.bentoml_digits_grpc:svc",
         "--host", "127.0.0.1", "--port", str(grpc), "--api-workers", "1"], env=bento_env({
             **knobs, "BENTOML_CONFIG_OPTIONS": "api_server.logging.access.enabled=false "
             f"api_server.grpc.metrics.port={metrics} runners.digits.resources.cpu=1"})),
@@ -264,7 +266,8 @@ def check_bentoml(servers: dict[str, dict[str, Any]], x: np.ndarray, bento_pytho
     items = [post_json(servers["bentoml-http"]["http"] + "/classify",
                        json.dumps(x[i:i + 1].tolist()).encode())[0] for i in range(len(x))]
     got["bentoml http"] = ([v["label"] for v in items], [v["probabilities"] for v in items])
-    out = subprocess.run([str(bento_python), "-m", "bench.baselines.bentoml_grpc_tool", "call",
+    out = subprocess.run([str(bento_python), "-m", "bench.support.baselines.bentoml_grpc_tool",
+                          "call",
                           servers["bentoml-grpc"]["grpc"], *map(str, range(len(x)))],
                          capture_output=True, text=True, check=True,
                          env=bento_env({"BENTOML_HOME": str(home)}), cwd=ROOT)
@@ -335,14 +338,14 @@ def load_cmds(pin: Pinning, args: argparse.Namespace, body: str, tw_hex: dict[st
         if args.load == "wrk":
             return (["env", f"BENCH_BODY={body}", *pin.prefix("load"), "wrk", "-t1",
                      f"-c{c}", "--latency", "-s", str(LUA), url], True)
-        return ([*pin.prefix("load"), PY, "-m", "bench.load.http_client", "--url", url,
+        return ([*pin.prefix("load"), PY, "-m", "bench.support.load.http_client", "--url", url,
                  "--body", body, "--concurrency", str(c), "--duration", str(args.duration),
                  "--warmup", str(args.warmup)], False)
     if name == "bentoml":
         target, method, payload = servers["bentoml-grpc"]["grpc"], BENTO_METHOD, bento_hex
     else:
         target, (method, payload) = servers[name]["grpc"], tw_hex[name].split(" ")
-    return ([*pin.prefix("load"), PY, "-m", "bench.load.grpc_client", "--target", target,
+    return ([*pin.prefix("load"), PY, "-m", "bench.support.load.grpc_client", "--target", target,
              "--method", method, "--request-hex", payload, "--concurrency", str(c),
              "--duration", str(args.duration), "--warmup", str(args.warmup)], False)
 
@@ -531,7 +534,7 @@ def run_once(args: argparse.Namespace, pin: Pinning, bento_python: Path | None,
     servers = make_servers(pin, bento_python, home, args.bentoml_latency_ms)
     procs = [s["proc"] for s in servers.values()]
     bento_hex = "" if bento_python is None else subprocess.run(
-        [str(bento_python), "-m", "bench.baselines.bentoml_grpc_tool", "request", "0"],
+        [str(bento_python), "-m", "bench.support.baselines.bentoml_grpc_tool", "request", "0"],
         capture_output=True, text=True, check=True, cwd=ROOT,
         env=bento_env({"BENTOML_HOME": str(home)})).stdout.strip().splitlines()[-1]
     tw_hex = tensorwire_requests(servers, digit)
@@ -629,9 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         "name": "real_model",
         "machine": info,
         "pinning": pin.describe(),
-        "load": {"http": "wrk -t1 -cN, bench/load/post.lua" if args.load == "wrk"
-                 else "bench.load.http_client (aiohttp)",
-                 "grpc": "bench.load.grpc_client (grpc.aio, 1 channel)"},
+        "load": {"http": "wrk -t1 -cN, bench/support/load/post.lua" if args.load == "wrk"
+                 else "bench.support.load.http_client (aiohttp)",
+                 "grpc": "bench.support.load.grpc_client (grpc.aio, 1 channel)"},
         "config": {"duration_s": args.duration, "warmup_s": args.warmup,
                    "rounds": args.rounds, "runs": args.runs,
                    "concurrency": args.concurrency,

@@ -21,7 +21,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import RESULTS, ROOT, failed_calls, fmt, verdict
+from bench.support.common import RESULTS, ROOT, failed_calls, fmt, verdict
 
 PAGE = ROOT / "bench" / "RESULTS.md"
 PLOT = RESULTS / "overview.png"
@@ -251,7 +251,7 @@ def real_model_section(result: dict[str, Any]) -> list[str]:
     out = [title, "",
            f"`{cfg['command']}` — {result['request']}; tensorwire batched "
            "(`examples.digits:Digits`), tensorwire unbatched "
-           f"(`bench.real_model_service:DigitsUnbatched`) {against}; {result['pinning']}, "
+           f"(`bench.support.real_model_service:DigitsUnbatched`) {against}; {result['pinning']}, "
            "one worker each, OMP_NUM_THREADS=1; load: HTTP "
            f"{result['load']['http']}, gRPC {result['load']['grpc']}; {cfg['rounds']} rounds "
            f"of {cfg['duration_s']:g} s per case, servers taking turns"

@@ -5,8 +5,8 @@ ready; plus the cost of `import tensorwire` itself.
     .venv/bin/python bench/startup.py             # 7 rounds (~1 min)
     .venv/bin/python bench/startup.py --rounds 3
 
-tensorwire: `tensorwire serve bench.numpy_service:NumpyIris` (one process, both
-protocols). Bare: `bench.baselines.bare_numpy` (the same numpy model behind a bare aiohttp
+tensorwire: `tensorwire serve bench.support.numpy_service:NumpyIris` (one process, both
+protocols). Bare: `bench.support.baselines.bare_numpy` (the same numpy model behind a bare aiohttp
 app and a bare grpc.aio server with a health servicer). Rounds alternate A B A B; both
 readiness probes poll at once from two threads every 10 ms. Import times are measured in
 fresh interpreters (`import tensorwire` vs `import aiohttp, grpc, pydantic, numpy`).
@@ -26,7 +26,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.http_json import tensorwire_cmd
+from bench.support.common import (
     PY,
     ROOT,
     Pinning,
@@ -40,7 +41,6 @@ from bench.common import (
     table,
     write_results,
 )
-from bench.http_json import tensorwire_cmd
 
 TARGET_READY_S = 2.0
 TARGET_IMPORT_S = 0.3
@@ -50,10 +50,10 @@ IMPORTS = {"tensorwire": "import tensorwire",
 
 def make_proc(name: str, pin: Pinning, http_port: int, grpc_port: int) -> Proc:
     if name == "tensorwire":
-        cmd = [*tensorwire_cmd(), "serve", "bench.numpy_service:NumpyIris",
+        cmd = [*tensorwire_cmd(), "serve", "bench.support.numpy_service:NumpyIris",
                "--http-port", str(http_port), "--grpc-port", str(grpc_port)]
     else:
-        cmd = [PY, "-m", "bench.baselines.bare_numpy", "--http-port", str(http_port),
+        cmd = [PY, "-m", "bench.support.baselines.bare_numpy", "--http-port", str(http_port),
                "--grpc-port", str(grpc_port)]
     return Proc(name, [*pin.prefix("server"), *cmd])
 

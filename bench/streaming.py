@@ -26,8 +26,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.baselines.stubs import compile_stubs, load_stubs
-from bench.common import (
+from bench.grpc_unary import grpc_servers, measure_grpc
+from bench.http_json import compare, finish, parse_args, servers
+from bench.support.baselines.stubs import compile_stubs, load_stubs
+from bench.support.common import (
     PY,
     ROOT,
     Pinning,
@@ -39,8 +41,6 @@ from bench.common import (
     wait_quiet,
     write_results,
 )
-from bench.grpc_unary import grpc_servers, measure_grpc
-from bench.http_json import compare, finish, parse_args, servers
 
 METRICS = ("tokens_per_s", "ttfc_p50_ms", "ttfc_mean_ms", "ttfc_p99_ms", "rps", "p50_ms", "p99_ms",
            "server_us_per_req", "server_cpu", "foreign_cpu")
@@ -58,7 +58,8 @@ def measure_sse(pin: Pinning, url: str, body: bytes, concurrency: int, duration:
         cpu["start"] = proc.cpu_seconds()
         cpu["cores"] = core_times()
 
-    result = run_load([*pin.prefix("load"), PY, "-m", "bench.load.http_client", "--url", url,
+    result = run_load([*pin.prefix("load"), PY, "-m", "bench.support.load.http_client",
+                       "--url", url,
                        "--body", body.decode(), "--concurrency", str(concurrency),
                        "--duration", str(duration), "--warmup", str(warmup), "--stream",
                        "--expect-chunks", str(chunks)], on_warm=mark)
@@ -113,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for protocol, procs, variants, run_case, load in (
         ("http", servers(pin, "http"), HTTP_VARIANTS, run_http,
-         "bench.load.http_client --stream: aiohttp, N streams, own process"),
+         "bench.support.load.http_client --stream: aiohttp, N streams, own process"),
         ("grpc", grpc_servers(pin, stub_dir), GRPC_VARIANTS, run_grpc,
-         "bench.load.grpc_client --stream: grpc.aio, 1 channel, N streams, own process"),
+         "bench.support.load.grpc_client --stream: grpc.aio, 1 channel, N streams, own process"),
     ):
         if protocol not in known.protocols:
             continue

@@ -3,10 +3,10 @@
     .venv/bin/python bench/streams_in.py            # 3 alternating rounds (~2 min)
     .venv/bin/python bench/streams_in.py --quick    # one short round
 
-One API (`bench.streams_in_servers.StreamsBench.sums`: a frame of 16 float32 samples in,
+One API (`bench.support.streams_in_servers.StreamsBench.sums`: a frame of 16 float32 samples in,
 its sum out, per message) over gRPC (a bidirectional rpc) and over HTTP (the API's
 WebSocket), beside a bare grpc.aio `stream_stream` handler and a bare aiohttp
-WebSocket doing the same work on the same messages (`bench/streams_in_servers.py`).
+WebSocket doing the same work on the same messages (`bench/support/streams_in_servers.py`).
 The load client (this file, `--client`) runs in its own process on the other core:
 
 - `pipelined`: `streams` calls at once, each sending `messages` elements as fast as
@@ -35,7 +35,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.support.common import (
     PY,
     Pinning,
     Proc,
@@ -50,7 +50,7 @@ from bench.common import (
     write_results,
 )
 
-SERVICE = "bench.streams_in_servers:StreamsBench"
+SERVICE = "bench.support.streams_in_servers:StreamsBench"
 FRAME = [float(i) for i in range(16)]
 
 
@@ -60,7 +60,7 @@ FRAME = [float(i) for i in range(16)]
 def _grpc_request() -> bytes:
     import numpy as np
 
-    from bench.streams_in_servers import messages
+    from bench.support.streams_in_servers import messages
     from tensorwire.wire import tensors
 
     request_cls, _ = messages()
@@ -222,10 +222,10 @@ def main() -> None:
                                           "--grpc-port", str(grpc_port), "--no-v2",
                                           "--loop", "asyncio"]),
         "bare-grpc": Proc("bare-grpc", [*pin.prefix("server"), PY, "-m",
-                                        "bench.streams_in_servers", "bare-grpc",
+                                        "bench.support.streams_in_servers", "bare-grpc",
                                         str(bare_grpc)]),
         "bare-ws": Proc("bare-ws", [*pin.prefix("server"), PY, "-m",
-                                    "bench.streams_in_servers", "bare-ws", str(bare_ws)]),
+                                    "bench.support.streams_in_servers", "bare-ws", str(bare_ws)]),
     }
     targets = {
         "grpc": {"tensorwire": ("tensorwire", f"127.0.0.1:{grpc_port}"),

@@ -73,7 +73,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorwire
-from bench.common import Failures, target_met, verdict
+from bench.support.common import Failures, target_met, verdict
 from tensorwire.validators import DType
 
 ROOT = Path(__file__).resolve().parents[1]

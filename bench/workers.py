@@ -3,14 +3,14 @@
     .venv/bin/python bench/workers.py            # ~5 min
     .venv/bin/python bench/workers.py --quick    # one round, shorter runs
 
-Part 1, spreading. `tensorwire serve bench.services:Bench --workers N` (N = 1, 2) under
+Part 1, spreading. `tensorwire serve bench.support.services:Bench --workers N` (N = 1, 2) under
 three loads, each with `--concurrency` (16) calls in flight from one load process:
 
-- `grpc 1 channel`: `bench.load.grpc_client`, one grpc.aio channel (how a production
+- `grpc 1 channel`: `bench.support.load.grpc_client`, one grpc.aio channel (how a production
   client process usually talks to a server);
-- `tensorwire client`: `bench.load.tw_client`, `tensorwire.AsyncClient` with its default
+- `tensorwire client`: `bench.support.load.tw_client`, `tensorwire.AsyncClient` with its default
   channel pool;
-- `http 16 conns`: `bench.load.http_client`, aiohttp with 16 keep-alive connections.
+- `http 16 conns`: `bench.support.load.http_client`, aiohttp with 16 keep-alive connections.
 
 And once more `grpc 1 channel` against 2 workers whose connections age every second
 (`--grpc-max-connection-age 1`): the server's remedy for clients that keep one channel.
@@ -46,7 +46,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
+from bench.http_json import tensorwire_cmd
+from bench.support.common import (
     CLK_TCK,
     PY,
     RESULTS,
@@ -62,8 +63,7 @@ from bench.common import (
     wait_quiet,
     write_results,
 )
-from bench.http_json import tensorwire_cmd
-from bench.model import BODY
+from bench.support.model import BODY
 
 #: The Bench.Predict request message (fields 1-4, doubles) for the raw grpc client.
 PREDICT = "/bench.Bench/Predict"
@@ -127,7 +127,7 @@ def worker_pids(proc: Proc, workers: int, timeout: float = 60.0) -> list[int]:
     raise RuntimeError(f"expected {workers} workers under pid {proc.pid}")
 
 
-def server(workers: int, *extra: str, service: str = "bench.services:Bench",
+def server(workers: int, *extra: str, service: str = "bench.support.services:Bench",
            env: dict[str, str] | None = None) -> tuple[Proc, int, int]:
     http_port, grpc_port = free_port(), free_port()
     proc = Proc(f"tensorwire-{workers}w", [*tensorwire_cmd(), "serve", service,
@@ -175,13 +175,13 @@ def loads(http_port: int, grpc_port: int, concurrency: int, duration: float,
     timing = ["--concurrency", str(concurrency), "--duration", str(duration),
               "--warmup", str(warmup)]
     return {
-        "grpc 1 channel": [PY, "-m", "bench.load.grpc_client",
+        "grpc 1 channel": [PY, "-m", "bench.support.load.grpc_client",
                            "--target", f"127.0.0.1:{grpc_port}", "--method", PREDICT,
                            "--request-hex", predict_request_hex(), *timing],
-        "tensorwire client": [PY, "-m", "bench.load.tw_client",
+        "tensorwire client": [PY, "-m", "bench.support.load.tw_client",
                               "--url", f"grpc://127.0.0.1:{grpc_port}", "--api", "predict",
                               "--kwargs", BODY.decode(), *timing],
-        f"http {concurrency} conns": [PY, "-m", "bench.load.http_client",
+        f"http {concurrency} conns": [PY, "-m", "bench.support.load.http_client",
                                       "--url", f"http://127.0.0.1:{http_port}/predict",
                                       "--body", BODY.decode(), *timing],
     }
@@ -231,7 +231,7 @@ def threads(args: argparse.Namespace) -> list[dict[str, Any]]:
             for r in range(args.rounds):
                 wait_quiet(sorted(os.sched_getaffinity(0)), max_wait=args.max_wait)
                 m = measure([proc.pid], [
-                    PY, "-m", "bench.load.http_client", "--url",
+                    PY, "-m", "bench.support.load.http_client", "--url",
                     f"http://127.0.0.1:{http_port}/nearest", "--body", body,
                     "--concurrency", "8", "--duration", str(args.duration),
                     "--warmup", str(args.warmup)])

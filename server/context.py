@@ -79,7 +79,7 @@ class RequestInfo:
 
     `peer` and `id` are resolved on first read: most requests never need them, and
     making a request id (or asking the transport for the peer address) per request is
-    measurable at tens of thousands of requests per second (bench/README.md).
+    measurable at tens of thousands of requests per second (bench/NOTES.md).
     """
 
     __slots__ = ("_id", "_peer", "api", "headers", "protocol")

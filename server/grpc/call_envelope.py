@@ -279,7 +279,7 @@ class GrpcEnvelope:
         Without it a stream resumed by its write's completion went on to its next chunk
         in the same pass, and at 64 streams on one saturated core new calls waited
         behind the ones in flight: the time to first chunk was 105-108 ms, 52-62 ms with
-        the pass, for the same chunks/s (bench/README.md). Taking a new call is itself
+        the pass, for the same chunks/s (bench/NOTES.md). Taking a new call is itself
         several passes in grpc.aio (the completion of its request, the server loop's
         step, the handler's task), so once `CROWDED` calls are in flight a stream gives
         three: at 64 streams the time to first chunk fell to 8-12 ms (p99 58-63 ms) for

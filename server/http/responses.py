@@ -89,7 +89,7 @@ def json_errors(handler: Handler) -> Handler:
 
     Per route instead of an app-wide middleware: every aiohttp middleware adds two
     coroutine frames to every request (~2-4 us, 5-7% of a small JSON request;
-    bench/README.md), and API handlers already turn every failure into the error model.
+    bench/NOTES.md), and API handlers already turn every failure into the error model.
     """
 
     @functools.wraps(handler)

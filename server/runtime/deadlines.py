@@ -2,7 +2,7 @@
 
 `asyncio.timeout()` schedules one timer handle per request and cancels it again on the
 way out: at tens of thousands of requests per second that alone was ~6 µs of a ~70 µs
-request (bench/README.md, profile of bench/http_json.py). Almost every request finishes
+request (bench/NOTES.md, profile of bench/http_json.py). Almost every request finishes
 long before its limit, so one sweeper per event loop does the same job: each request
 registers its deadline in a dict, and a single periodic callback, running only while
 requests are in flight, cancels the tasks whose deadline passed. A limit then fires up to

@@ -123,7 +123,7 @@ class Series:
     A tuple per answer cost the same on the hot path, but half a second of them (12,000
     at 24k requests/s) were 12,000 objects for the collector to walk and a `zip` to
     unpick: 3-18 ms with the loop stopped, twice a second, which put the HTTP p99 at 16
-    clients at 1.3x bare aiohttp's (bench/README.md); flushing the buffers takes ~0.2 ms.
+    clients at 1.3x bare aiohttp's (bench/NOTES.md); flushing the buffers takes ~0.2 ms.
     """
 
     __slots__ = ("_compute", "_counters", "_decode", "_gauge", "_last", "_ok_seconds",

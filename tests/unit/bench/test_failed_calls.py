@@ -1,7 +1,7 @@
 """A benchmark target is met only when no call failed, and says how many did.
 
 bench/real_model.py once printed "met" while 12-18 % of its gRPC calls failed: it
-counted successes only. These pin the shared rule (bench/common.py) every script uses.
+counted successes only. These pin the shared rule (bench/support/common.py) every script uses.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from bench.common import (
+from bench.support.common import (
     Failures,
     failed_calls,
     rps_and_failures,

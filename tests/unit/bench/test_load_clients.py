@@ -14,7 +14,7 @@ import itertools
 import grpc
 from aiohttp import web
 
-from bench.load import grpc_client, http_client
+from bench.support.load import grpc_client, http_client
 
 METHOD = "/bench.Flaky/Call"
 STREAM = "/bench.Flaky/Tokens"

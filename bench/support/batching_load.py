@@ -21,7 +21,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Failures
+from bench.support.common import Failures
 
 X = np.arange(4, dtype=np.float32).reshape(1, 4)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -378,7 +378,7 @@ def rps_and_failures(rps: float, failed: int) -> str:
 
 
 def wrk_result(raw: dict[str, Any], warmup: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A wrk run (the JSON line of bench/load/post*.lua) in the load clients' format.
+    """A wrk run (the JSON line of bench/support/load/post*.lua) in the load clients' format.
 
     wrk counts every answered request in `requests`, error statuses (>= 400) included;
     those, socket errors (connect, read, write) and timeouts (calls slower than wrk's 2 s,

@@ -14,8 +14,8 @@ it:
 - bare aiohttp: a `WebSocketResponse` handler reading the same JSON text messages
   (`orjson.loads`, `np.asarray(..., float32)`), answering `orjson.dumps(sum)`.
 
-    python -m bench.streams_in_servers bare-grpc PORT
-    python -m bench.streams_in_servers bare-ws PORT
+    python -m bench.support.streams_in_servers bare-grpc PORT
+    python -m bench.support.streams_in_servers bare-ws PORT
 """
 
 from __future__ import annotations

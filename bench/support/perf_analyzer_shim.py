@@ -1,7 +1,7 @@
 """A shim in front of a v2 server that lacks Triton's configuration and statistics
 extensions (MLServer 1.7), so that perf_analyzer runs against it at all.
 
-    .venv/bin/python -m bench.perf_analyzer_shim --http-upstream http://127.0.0.1:8080 \\
+    .venv/bin/python -m bench.support.perf_analyzer_shim --http-upstream http://127.0.0.1:8080 \\
         --grpc-upstream 127.0.0.1:8081 --http-port 9080 --grpc-port 9081
 
 perf_analyzer asks for the model configuration before anything else and for the

@@ -1,6 +1,6 @@
 """The bare aiohttp baseline: what a careful user writes by hand for the same APIs.
 
-`python -m bench.baselines.bare_http --port 8001`. Validation is the same pydantic model
+`python -m bench.support.baselines.bare_http --port 8001`. Validation is the same pydantic model
 (`model_validate_json` straight from the body bytes), responses are orjson; no access
 log. `def` handlers run in an 8-thread pool, as tensorwire's do.
 """
@@ -16,8 +16,8 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.baselines import new_loop
-from bench.model import TOKEN, PredictRequest, classify
+from bench.support.baselines import new_loop
+from bench.support.model import TOKEN, PredictRequest, classify
 
 _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="bare-api")
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8",

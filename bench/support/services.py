@@ -1,4 +1,4 @@
-"""The tensorwire side of the benchmarks: `tensorwire serve bench.services:Bench`.
+"""The tensorwire side of the benchmarks: `tensorwire serve bench.support.services:Bench`.
 
 `predict` (async def, on the event loop) and `predict_sync` (def, in the thread pool)
 are the two ways users write a unary API; `tokens` / `tokens_sync` stream `n` chunks.
@@ -12,7 +12,7 @@ from typing import Annotated
 from annotated_types import Ge, Le
 
 import tensorwire
-from bench.model import TOKEN, Feature, Prediction, classify
+from bench.support.model import TOKEN, Feature, Prediction, classify
 
 Count = Annotated[int, Ge(1), Le(1_000_000)]
 

@@ -1,11 +1,11 @@
 """Two tensorwire revisions side by side on the same load: before/after a hot-path change.
 
-    .venv/bin/python bench/revs.py HEAD~1                 # HEAD~1 vs the working tree
-    .venv/bin/python bench/revs.py main HEAD --protocol grpc
+    .venv/bin/python bench/support/revs.py HEAD~1                 # HEAD~1 vs the working tree
+    .venv/bin/python bench/support/revs.py main HEAD --protocol grpc
 
 Each revision's package (server/, codecs/, proto/ mapped as in pyproject.toml) is
 exported with `git archive` into a temp dir and put first on PYTHONPATH of its own
-`tensorwire serve bench.services:Bench`; the working tree is served from the editable
+`tensorwire serve bench.support.services:Bench`; the working tree is served from the editable
 install. Same layout as the other comparisons (pinned cores, alternating rounds,
 median ratios); the ratio column is after/before.
 """
@@ -23,7 +23,6 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import PY, ROOT, Pinning, Proc, free_port
 from bench.http_json import (
     VARIANTS,
     compare,
@@ -32,6 +31,7 @@ from bench.http_json import (
     parse_args,
     print_summary,
 )
+from bench.support.common import PY, ROOT, Pinning, Proc, free_port
 
 #: pyproject.toml [tool.setuptools.package-dir]: package -> folder in the repository.
 PACKAGE_DIRS = {"tensorwire": "server", "tensorwire/codecs": "codecs",
@@ -60,7 +60,7 @@ def server(name: str, pin: Pinning, rev: str, protocol: str) -> tuple[Proc, str]
     flags = (["--http-port", str(port), "--no-grpc"] if protocol == "http"
              else ["--grpc-port", str(port), "--no-http"])
     proc = Proc(name, [*pin.prefix("server"), PY, "-m", "tensorwire", "serve",
-                       "bench.services:Bench", *flags], env=env)
+                       "bench.support.services:Bench", *flags], env=env)
     addr = f"http://127.0.0.1:{port}" if protocol == "http" else f"127.0.0.1:{port}"
     return proc, addr
 
@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 
         load = f"{tool} (own process)"
     else:
-        from bench.baselines.stubs import compile_stubs, load_stubs
         from bench.grpc_unary import REQUEST, measure_grpc
         from bench.grpc_unary import VARIANTS as GRPC_VARIANTS
+        from bench.support.baselines.stubs import compile_stubs, load_stubs
 
         pb, _ = load_stubs(compile_stubs(tempfile.mkdtemp(prefix="tensorwire-bench-stubs-")))
         request = pb.PredictRequest(**REQUEST).SerializeToString()
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             return measure_grpc(pin, target, method, request, c, args.duration,
                                 args.warmup, proc, args.max_wait)
 
-        load = "bench.load.grpc_client (own process)"
+        load = "bench.support.load.grpc_client (own process)"
     payload = compare(title, "revs", procs, variants, run_case, args, pin, load)
     print_summary(payload, names=("after", "before"))
     return 0

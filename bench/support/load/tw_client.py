@@ -1,11 +1,11 @@
 """tensorwire client load: `concurrency` coroutines on one AsyncClient, back-to-back calls.
 
-    python -m bench.load.tw_client --url grpc://127.0.0.1:50051 --api predict \
+    python -m bench.support.load.tw_client --url grpc://127.0.0.1:50051 --api predict \
         --kwargs '{"sepal_length": 5.1, ...}' --concurrency 16 --duration 5 [--channels N]
 
 What a production Python client of tensorwire sends: its own AsyncClient with its
 default channel pool (or `--channels N`). Prints `WARM` after the warm-up, then one JSON
-line (the format of `bench.load.grpc_client`): every call that raised, whatever the
+line (the format of `bench.support.load.grpc_client`): every call that raised, whatever the
 exception, is a failed call counted by kind; requests/s counts the others.
 """
 
@@ -19,7 +19,7 @@ import sys
 import time
 
 import tensorwire
-from bench.common import Failures, percentile
+from bench.support.common import Failures, percentile
 
 
 def _cpu() -> float:

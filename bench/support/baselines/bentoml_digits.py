@@ -3,7 +3,8 @@
 Runs only in the BentoML venv that bench/real_model.py makes (never in the project's):
 
     BENTOML_DIGITS_BATCH=64 BENTOML_DIGITS_LATENCY_MS=60000 \\
-        .venv-bentoml/bin/bentoml serve bench.baselines.bentoml_digits:DigitsBento --port 3000
+        .venv-bentoml/bin/bentoml serve \\
+            bench.support.baselines.bentoml_digits:DigitsBento --port 3000
     curl -s localhost:3000/classify -H 'Content-Type: application/json' -d @x.json
 
 The same network, weights, device placement and preprocessing as `examples.digits`

@@ -8,7 +8,7 @@ adaptive batching, in the runner's own process) behind an API server speaking
 bench/real_model.py:
 
     BENTOML_CONFIG_OPTIONS="runners.digits.resources.cpu=1" \\
-        .venv-bentoml/bin/bentoml serve-grpc bench.baselines.bentoml_digits_grpc:svc \\
+        .venv-bentoml/bin/bentoml serve-grpc bench.support.baselines.bentoml_digits_grpc:svc \\
         --port 50051 --api-workers 1
 
 (`resources.cpu=1`: BentoML sets the runner's OMP/MKL thread counts from the machine's

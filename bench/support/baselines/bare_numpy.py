@@ -1,7 +1,7 @@
 """The start-up baseline: the numpy model behind a bare aiohttp app and a bare grpc.aio
 server in one process, each with a readiness endpoint and nothing else.
 
-`python -m bench.baselines.bare_numpy --http-port P --grpc-port Q` — the least a hand-made
+`python -m bench.support.baselines.bare_numpy --http-port P --grpc-port Q` — the least a hand-made
 two-protocol numpy server must import and build before it can answer.
 """
 

@@ -1,6 +1,6 @@
 """The digits CNN without batching: the 'tensorwire unbatched' side of bench/real_model.py.
 
-    tensorwire serve bench.real_model_service:DigitsUnbatched
+    tensorwire serve bench.support.real_model_service:DigitsUnbatched
 
 The same weights, input type, output model and device placement as
 `examples.digits:Digits`; only `batchable=True` is missing, so every request runs its

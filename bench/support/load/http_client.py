@@ -1,6 +1,6 @@
 """aiohttp load client (used when wrk is absent, and for SSE streams).
 
-    python -m bench.load.http_client --url URL --concurrency 16 --duration 5 [--stream]
+    python -m bench.support.load.http_client --url URL --concurrency 16 --duration 5 [--stream]
 
 `concurrency` coroutines share one connection pool of that size, each sending requests
 back to back (closed loop, like wrk). Prints `WARM` after the warm-up, then one JSON line:
@@ -23,7 +23,7 @@ import time
 
 import aiohttp
 
-from bench.common import Failures, percentile
+from bench.support.common import Failures, percentile
 
 #: A call the server never answers fails after this long instead of hanging the load.
 TIMEOUT = aiohttp.ClientTimeout(total=60)

@@ -1,6 +1,6 @@
 """The tensorwire side of bench/open_inference.py: one float32 echo API.
 
-`tensorwire serve bench.oip_service:OipBench` serves it natively (`POST /echo`, rpc
+`tensorwire serve bench.support.oip_service:OipBench` serves it natively (`POST /echo`, rpc
 `oip_bench.OipBench/Echo`) and as the v2 model `echo` (input `x`, output `result`), the
 same model MLServer serves in the benchmark.
 """

@@ -1,8 +1,14 @@
--- wrk script: POST the benchmark's JSON body; on exit print one JSON line of results.
--- Usage: BENCH_BODY='{"...":...}' wrk -t1 -c16 -d5s --latency -s bench/load/post.lua URL
+-- wrk script: POST a body read from a file (binary bodies cannot travel in the
+-- environment), with extra headers; on exit print one JSON line, as post.lua does.
+-- Usage: BENCH_BODY_FILE=body.bin BENCH_HEADERS='Name:value;Other:value' \
+--        wrk -t1 -c16 -d5s --latency -s bench/support/load/post_file.lua URL
+local f = assert(io.open(os.getenv("BENCH_BODY_FILE"), "rb"))
 wrk.method = "POST"
-wrk.body = os.getenv("BENCH_BODY") or "{}"
-wrk.headers["Content-Type"] = "application/json"
+wrk.body = f:read("*a")
+f:close()
+for name, value in string.gmatch(os.getenv("BENCH_HEADERS") or "", "([^:;]+):([^;]*)") do
+  wrk.headers[name] = value
+end
 
 done = function(summary, latency, requests)
   local e = summary.errors

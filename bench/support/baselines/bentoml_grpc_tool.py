@@ -1,7 +1,7 @@
 """BentoML's gRPC wire for bench/real_model.py, run with the BentoML venv's Python.
 
-    .venv-bentoml/bin/python -m bench.baselines.bentoml_grpc_tool request INDEX
-    .venv-bentoml/bin/python -m bench.baselines.bentoml_grpc_tool call TARGET INDEX...
+    .venv-bentoml/bin/python -m bench.support.baselines.bentoml_grpc_tool request INDEX
+    .venv-bentoml/bin/python -m bench.support.baselines.bentoml_grpc_tool call TARGET INDEX...
 
 `request` prints the serialized `bentoml.grpc.v1.Request` for held-out digit INDEX (hex),
 the bytes the load generator sends; `call` asks a running `serve-grpc` server about

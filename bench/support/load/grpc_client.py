@@ -1,6 +1,7 @@
 """grpc.aio load client: `concurrency` coroutines on one channel, back-to-back calls.
 
-    python -m bench.load.grpc_client --target 127.0.0.1:50051 --method /bench.Bench/Predict \
+    python -m bench.support.load.grpc_client --target 127.0.0.1:50051 \
+        --method /bench.Bench/Predict \
         --request-hex 0911... --concurrency 16 --duration 5 [--stream]
 
 Requests are pre-serialized bytes and replies are left as bytes (no serializers), so the
@@ -23,7 +24,7 @@ import time
 
 import grpc
 
-from bench.common import Failures, percentile
+from bench.support.common import Failures, percentile
 
 
 def _cpu() -> float:

@@ -1,6 +1,6 @@
 """The bare grpc.aio baseline: a servicer on a protoc-generated stub, same validation.
 
-`python -m bench.baselines.bare_grpc --port 50061 [--stubs DIR]` (stubs compiled into a
+`python -m bench.support.baselines.bare_grpc --port 50061 [--stubs DIR]` (stubs compiled into a
 temp dir when not given). Each handler validates the present fields with the same
 pydantic model as the HTTP sides and answers with the generated message class; `def`
 work runs in an 8-thread pool, as tensorwire's does.
@@ -16,8 +16,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pydantic import ValidationError
 
-from bench.baselines import new_loop
-from bench.model import FEATURES, TOKEN, PredictRequest, classify
+from bench.support.baselines import new_loop
+from bench.support.model import FEATURES, TOKEN, PredictRequest, classify
 
 from .stubs import compile_stubs, load_stubs
 
