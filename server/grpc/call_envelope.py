@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 from ..context import Context, Headers, RequestInfo
-from ..errors import Cancelled, InternalError, TensorwireError
+from ..errors import Cancelled, TensorwireError
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
@@ -57,8 +57,10 @@ class GrpcRoute:
     #: (the request's bytes, or what the servicer parsed of them; the decode scope) ->
     #: validated keyword arguments.
     read: Callable[[Any, Any], dict[str, Any]]
-    #: (a result or a chunk; the request as `read` got it) -> the message's bytes.
-    write: Callable[[Any, Any], bytes]
+    #: A result or a chunk -> the message's bytes; with `writes_per_request`, called
+    #: as `write(result, request)` (the request as `read` got it: a v2 answer names
+    #: the request's id and outputs).
+    write: Callable[..., bytes]
     #: Names what failed in the log (`v2 <model>` for the Open Inference Protocol).
     what: str = ""
     #: The route's metrics series (set by the envelope; None with metrics off).
@@ -66,6 +68,9 @@ class GrpcRoute:
     #: Whether its successful calls' decode, compute and encode times are measured
     #: (Triton's statistics: the v2 routes; two clock reads a call).
     timed: bool = False
+    #: Whether `write` takes the request beside the result (one Python call less a
+    #: message for the routes that do not: an API's own).
+    writes_per_request: bool = False
 
     def __post_init__(self) -> None:
         self.what = self.what or self.name
@@ -179,9 +184,9 @@ class GrpcEnvelope:
                 ctx: Context | None, context: grpc.aio.ServicerContext
                 ) -> tuple[str, RequestInfo | None, TensorwireError | None]:
         """What ended a call: (its status for the metrics, its RequestInfo, the error
-        to answer in the error model; None when the call is over already: cancelled,
-        or aborted, and the caller re-raises). An error is logged when it is not the
-        client's fault."""
+        to answer in the error model, a private one already an InternalError; None
+        when the call is over already: cancelled, or aborted, and the caller
+        re-raises). An error is logged when it is not the client's fault."""
         if ctx is not None:
             ctx.cancel()  # a `def` method still running may poll ctx.cancelled and stop
         if isinstance(exc, grpc.aio.AbortError):
@@ -224,16 +229,23 @@ class GrpcEnvelope:
         message instead of ending the call with its status (Triton's stream)."""
         if type(data) is not bytes:  # a client-streaming call's messages
             data = Received(data, context)
-        if self._refused(route):
+        admission, plan = self.admission, route.plan
+        # the checks of `_refused`, inline on the path every unary call takes (each
+        # Python call here is about 1k instructions of a ~300k call)
+        if (admission.draining or (admission.limit and admission.in_flight >= admission.limit)
+                or not plan.ready):
             error, info = self._refusal(route, context)
             if inband is not None:
                 return inband(error)
             await abort(context, error, info.id)
-        start = self.admission.enter(route.series)
-        info, ctx, span = self._begin(route, context)
+        start = admission.enter(route.series)
+        if plan.needs_context or self.tracing is not None:
+            info, ctx, span = self._begin(route, context)
+        else:
+            info = ctx = span = None
         code, sent = "OK", 0
         ran = done = 0.0  # when the plan's call began and ended (timed routes)
-        plan, timed = route.plan, route.timed
+        timed = route.timed
         request = data if payload is None else payload
         owner = plan.owner  # counts the call: an unload waits for its runtime's calls
         owner.calls += 1
@@ -249,7 +261,8 @@ class GrpcEnvelope:
                 done = perf_counter()
             if span is not None:
                 span.encoding()
-            out = route.write(result, request)
+            out = (route.write(result, request) if route.writes_per_request
+                   else route.write(result))
             if ctx is not None:
                 await self._send_headers(context, ctx)
             sent = len(out)
@@ -258,14 +271,18 @@ class GrpcEnvelope:
             code, info, err = self._caught(route, exc, info, ctx, context)
             if err is None:
                 raise
-            if inband is not None:
-                return inband(err if err.public else InternalError())
-            await abort(context, err, info.id)
-            raise  # unreachable: abort raises
+            if inband is None:
+                await abort(context, err, info.id)  # raises
+            return inband(err)  # type: ignore[misc]
         finally:
             owner.calls -= 1
-            self._end(route, start, code, len(data), sent, info, ctx, span, context, ran,
-                      done)
+            if ctx is not None:
+                ctx.close()
+            admission.leave(route.series, start, "grpc", route.name, code, len(data), sent,
+                            info if info is not None else
+                            lambda: request_info(route.name, context), ran, done)
+            if span is not None:  # after the access line, which reads its trace id
+                span.finish(code)
 
     async def stream(self, route: GrpcRoute, data: Any, context: grpc.aio.ServicerContext,
                      payload: Any = None,
@@ -299,7 +316,7 @@ class GrpcEnvelope:
         info, ctx, span = self._begin(route, context)
         code, sent = "OK", 0
         plan = route.plan
-        write = route.write
+        write, per_request = route.write, route.writes_per_request
         run = None
         owner = plan.owner  # counts the call: an unload waits for its runtime's calls
         owner.calls += 1
@@ -316,7 +333,7 @@ class GrpcEnvelope:
                 async for chunk in run.chunks:
                     mark.made += 1
                     mark.holding = True  # grpc.aio's time with the message is not the method's
-                    out = write(chunk, request)
+                    out = write(chunk, request) if per_request else write(chunk)
                     if headers_due:
                         await self._send_headers(context, ctx)
                         headers_due = False
@@ -336,10 +353,10 @@ class GrpcEnvelope:
             code, info, err = self._caught(route, exc, info, ctx, context)
             if err is None:
                 raise
-            if inband is not None:
-                yield inband(err if err.public else InternalError())
-                return
-            await abort(context, err, info.id)
+            if inband is not None:  # the error is the stream's last message
+                yield inband(err)
+            else:
+                await abort(context, err, info.id)
         finally:
             owner.calls -= 1
             if run is not None:

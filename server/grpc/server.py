@@ -42,20 +42,16 @@ LIVENESS_SERVICE = "liveness"
 
 
 def api_route(messages: APIMessages) -> tuple[Callable[[bytes, Any], dict[str, Any]],
-                                              Callable[[Any, Any], bytes]]:
+                                              Callable[[Any], bytes]]:
     """How one API's own messages read and write: request bytes -> validated arguments
     (the same `Decoder` the HTTP routes use), a result or chunk -> response bytes."""
     read_values = messages.request_reader()
     validate = Decoder(messages.api).read_values_decoder()
-    encode = messages.response_encoder()
 
     def read(data: bytes, scope: Any) -> dict[str, Any]:
         return validate(read_values(data, scope))
 
-    def write(result: Any, _: Any) -> bytes:
-        return encode(result)
-
-    return read, write
+    return read, messages.response_encoder()
 
 
 def streamed_read(plan: RequestPlan, read: Callable[[bytes, Any], dict[str, Any]]

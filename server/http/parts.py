@@ -81,12 +81,49 @@ class BodyPart:
         return self.consumed
 
 
-class _Stream:
+class _Chunks:
+    """Bytes that arrive in chunks, read in the sizes a decoder asks for: what a read
+    did not need is kept for the next one (`_left`). A subclass says where the next
+    fresh chunk comes from (`_fresh`)."""
+
+    _left = b""
+
+    async def _fresh(self) -> bytes:
+        raise NotImplementedError
+
+    async def _next(self) -> bytes:
+        """The next chunk (b"" at the end): what was left over first."""
+        if self._left:
+            data, self._left = self._left, b""
+            return data
+        return await self._fresh()
+
+    async def read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n and (data := await self._next()):
+            need = n - len(out)
+            if len(data) > need:
+                data, self._left = data[:need], data[need:]
+            out += data
+        return out
+
+    async def _fill(self, view: memoryview, pos: int = 0) -> int:
+        """Copy chunks into `view` from `pos` until it is full or the bytes end."""
+        end = view.nbytes
+        while pos < end and (data := await self._next()):
+            size = min(len(data), end - pos)
+            if size < len(data):
+                self._left = data[size:]
+            view[pos:pos + size] = memoryview(data)[:size]
+            pos += size
+        return pos
+
+
+class _Stream(_Chunks):
     """A plain body's bytes from aiohttp's StreamReader, one received chunk at a time
-    (`readchunk` hands each over whole: no join), with what a read did not need kept
-    for the next one. A read of the whole rest of a body of `length` bytes goes
-    straight from the socket into its buffer where the connection's protocol can lend
-    it (`ProtocolBase.read_into`)."""
+    (`readchunk` hands each over whole: no join). A read of the whole rest of a body of
+    `length` bytes goes straight from the socket into its buffer where the
+    connection's protocol can lend it (`ProtocolBase.read_into`)."""
 
     #: Below this a body's rest is copied in chunk by chunk (lending the socket costs
     #: a parser and two protocol swaps: worth it for megabytes, not for kilobytes).
@@ -97,26 +134,10 @@ class _Stream:
         self._content = content
         self._length = length
         self._protocol = protocol
-        self._left = b""
 
-    async def _chunk(self) -> bytes:
-        if self._left:
-            data, self._left = self._left, b""
-            return data
+    async def _fresh(self) -> bytes:
         data, _ = await self._content.readchunk()
         return data
-
-    async def read_exactly(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            data = await self._chunk()
-            if not data:
-                break
-            need = n - len(out)
-            if len(data) > need:
-                data, self._left = data[:need], data[need:]
-            out += data
-        return out
 
     async def read_into(self, view: memoryview) -> int:
         pos, end = 0, view.nbytes
@@ -129,26 +150,16 @@ class _Stream:
                 and end - pos >= self.LEND_FROM):
             return pos + await self._protocol.read_into(self._content, view[pos:],
                                                         self._length)
-        while pos < end:
-            data = await self._chunk()
-            if not data:
-                break
-            size = len(data)
-            if size > end - pos:
-                size = end - pos
-                self._left = data[size:]
-            view[pos:pos + size] = memoryview(data)[:size]
-            pos += size
-        return pos
+        return await self._fill(view, pos)
 
     async def rest(self) -> bytes:
         parts = []
-        while data := await self._chunk():
+        while data := await self._next():
             parts.append(data)
         return b"".join(parts)
 
 
-class MultipartPart:
+class MultipartPart(_Chunks):
     """One part of a multipart/form-data request, streamed from aiohttp's reader.
 
     Two budgets apply while it streams: `part_limit` (any one part) and `limit` (what
@@ -170,13 +181,9 @@ class MultipartPart:
         self.consumed = 0
         self.bound: int | None = (None if request_length is None else
                                   min(self.part_limit, self.limit, request_length))
-        self._left = b""
 
-    async def _next(self) -> bytes:
+    async def _fresh(self) -> bytes:
         """The next chunk, counted against the budgets (b"" at the part's end)."""
-        if self._left:
-            data, self._left = self._left, b""
-            return data
         chunk = await self._reader.read_chunk(CHUNK)
         if chunk:
             self.consumed += len(chunk)
@@ -198,24 +205,8 @@ class MultipartPart:
             data += chunk
         return bytes(data)
 
-    async def read_exactly(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n and (data := await self._next()):
-            need = n - len(out)
-            if len(data) > need:
-                data, self._left = data[:need], data[need:]
-            out += data
-        return out
-
     async def read_into(self, view: memoryview) -> int:
-        pos, end = 0, view.nbytes
-        while pos < end and (data := await self._next()):
-            size = min(len(data), end - pos)
-            if size < len(data):
-                self._left = data[size:]
-            view[pos:pos + size] = memoryview(data)[:size]
-            pos += size
-        return pos
+        return await self._fill(view)
 
     async def save(self, path: Path) -> int:
         with open(path, "wb") as out:

@@ -20,7 +20,7 @@ are 400 as the protocol asks, an unknown model or version 404, a stream 501.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -56,6 +56,28 @@ _JSON = {"Content-Type": "application/json"}
 def _json(payload: object, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(payload), headers=_JSON)
 
+
+
+def _region(request: web.Request) -> str:
+    """The shared-memory region a route names ("" for every region)."""
+    return request.match_info.get("region", "")
+
+
+def _emptied(change: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """`change`, answering the protocol's empty JSON object."""
+    def changed(*args: Any) -> dict[str, Any]:
+        change(*args)
+        return {}
+
+    return changed
+
+
+def _answer(fn: Callable[..., Any], *args: Any) -> web.Response:
+    """`fn(*args)` as JSON, or the error model's answer to what it raised."""
+    try:
+        return _json(fn(*args))
+    except TensorwireError as exc:
+        return _error(exc)
 
 def _error(exc: TensorwireError, request_id: str | None = None) -> web.Response:
     """The error model's response; every invalid argument is 400, as the protocol asks
@@ -157,47 +179,31 @@ class V2Routes:
     # ------------------------------------------------------------------ shared memory
     async def shm_status(self, request: web.Request) -> web.Response:
         """Triton's system shared-memory status: every region, or the one named."""
-        try:
-            return _json(self.repository.shared_memory.status(
-                request.match_info.get("region", "")))
-        except TensorwireError as exc:
-            return _error(exc)
+        return _answer(self.repository.shared_memory.status, _region(request))
 
     async def shm_register(self, request: web.Request) -> web.Response:
         """Register the region the route names: `{"key", "offset", "byte_size"}`."""
         shared = self.repository.shared_memory
-        try:
+
+        def register(region: str, body: bytes) -> dict[str, Any]:
             if not shared.enabled:
                 raise disabled()
-            key, offset, byte_size = _register_request(await request.read())
-            shared.register(request.match_info.get("region", ""), key, offset, byte_size)
-        except TensorwireError as exc:
-            return _error(exc)
-        return _json({})
+            shared.register(region, *_register_request(body))
+            return {}
+
+        return _answer(register, _region(request), await request.read())
 
     async def shm_unregister(self, request: web.Request) -> web.Response:
         """Unregister the region the route names, or every region."""
-        try:
-            self.repository.shared_memory.unregister(request.match_info.get("region", ""))
-        except TensorwireError as exc:
-            return _error(exc)
-        return _json({})
+        return _answer(_emptied(self.repository.shared_memory.unregister), _region(request))
 
     async def cuda_status(self, request: web.Request) -> web.Response:
         """Triton's CUDA shared-memory status: none (registering is unsupported)."""
-        try:
-            return _json(self.repository.shared_memory.cuda_status(
-                request.match_info.get("region", "")))
-        except TensorwireError as exc:
-            return _error(exc)
+        return _answer(self.repository.shared_memory.cuda_status, _region(request))
 
     async def cuda_unregister(self, request: web.Request) -> web.Response:
-        try:
-            self.repository.shared_memory.cuda_unregister(request.match_info.get("region",
-                                                                                 ""))
-        except TensorwireError as exc:
-            return _error(exc)
-        return _json({})
+        return _answer(_emptied(self.repository.shared_memory.cuda_unregister),
+                       _region(request))
 
     # ------------------------------------------------------------------ models
     def _model(self, request: web.Request) -> V2Model:

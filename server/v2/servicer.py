@@ -21,6 +21,7 @@ what tritonclient reads.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -98,9 +99,9 @@ class V2Servicer:
             "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(self.model_stream_infer),
             "RepositoryIndex": unary(self._small(pb.RepositoryIndexRequest,
                                                  self.repository_index)),
-            "RepositoryModelLoad": unary(self._control(pb.RepositoryModelLoadRequest,
+            "RepositoryModelLoad": unary(self._small(pb.RepositoryModelLoadRequest,
                                                        self.model_load)),
-            "RepositoryModelUnload": unary(self._control(pb.RepositoryModelUnloadRequest,
+            "RepositoryModelUnload": unary(self._small(pb.RepositoryModelUnloadRequest,
                                                          self.model_unload)),
             "SystemSharedMemoryStatus": unary(self._small(
                 pb.SystemSharedMemoryStatusRequest, self.shm_status)),
@@ -116,23 +117,6 @@ class V2Servicer:
         for rpc, extension in BY_RPC.items():  # UNIMPLEMENTED, naming the extension
             methods[rpc] = unary(self._refusing(extension))
         return grpc.method_handlers_generic_handler(pb.SERVICE_NAME, methods)
-
-    def _control(self, request_cls: Any, change: Callable[[Any], Any]) -> Any:
-        """A model-control handler: parse, make the change (awaited), answer the
-        empty response; errors as status."""
-
-        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-            try:
-                return (await change(_parse(request_cls, data))).SerializeToString()
-            except TensorwireError as exc:
-                await abort(context, exc, None)
-                raise  # unreachable: abort raises
-            except Exception:
-                log.exception("v2 %s failed", request_cls.DESCRIPTOR.name)
-                await abort(context, InternalError(), None)
-                raise  # unreachable: abort raises
-
-        return handle
 
     async def model_load(self, request: Any) -> Any:
         for key in request.parameters:
@@ -156,11 +140,15 @@ class V2Servicer:
 
     # ------------------------------------------------------------------ small calls
     def _small(self, request_cls: Any, answer: Callable[[Any], Any]) -> Any:
-        """A unary handler: parse, answer (a message), serialise; errors as status."""
+        """A unary handler: parse, answer (a message, or an awaitable of one: a
+        model-control change), serialise; errors as status."""
 
         async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
             try:
-                return answer(_parse(request_cls, data)).SerializeToString()
+                reply = answer(_parse(request_cls, data))
+                if inspect.isawaitable(reply):
+                    reply = await reply
+                return reply.SerializeToString()
             except TensorwireError as exc:
                 await abort(context, exc, None)
                 raise  # unreachable: abort raises
@@ -321,7 +309,8 @@ def model_route(repository: Repository, model: V2Model, plan: RequestPlan,
         out = encode_response(model, request.id, outputs, params, written)
         return length_delimited(_STREAM_INFER_RESPONSE, out) if streamed else out
 
-    return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}", timed=True)
+    return GrpcRoute(model.name, plan, read, write, what=f"v2 {model.name}", timed=True,
+                     writes_per_request=True)
 
 
 def _inband(err: TensorwireError) -> bytes:

@@ -220,7 +220,8 @@ class Sequence:
             return servicer.answer(model, self.last, result, final)
 
         route = servicer.envelope.route(GrpcRoute(model.name, plan, read, write,
-                                                  what=f"v2 {model.name}", timed=True))
+                                                  what=f"v2 {model.name}", timed=True,
+                                                  writes_per_request=True))
         failed: list[TensorwireError] = []
 
         def fail(err: TensorwireError) -> bytes:
