@@ -61,6 +61,10 @@ from ..wire.oip.shared_memory import (
 
 log = logging.getLogger("tensorwire.v2")
 
+#: The parameters that name a region (any of them makes a tensor a shared one).
+_SHM_KEYS: Final = frozenset({SHARED_MEMORY_REGION, SHARED_MEMORY_OFFSET,
+                              SHARED_MEMORY_BYTE_SIZE})
+
 #: Triton's name for the extension, listed in server metadata while it is on.
 EXTENSION: Final = "system_shared_memory"
 #: The setting that turns it on, as the operator types it.
@@ -326,6 +330,8 @@ class SystemSharedMemory:
         """The regions a request's tensors name, checked; None when it names none."""
         placement: Placement | None = None
         for name, dt_name, shape, params, has_data in inputs:
+            if _SHM_KEYS.isdisjoint(params):  # the common case, without a call
+                continue
             ref = shared_ref(params, name)
             if ref is None:
                 continue
@@ -339,6 +345,8 @@ class SystemSharedMemory:
             placement = placement or Placement()
             placement.inputs[name] = array_from_raw(view, dt, dims, name)
         for name, params in outputs:
+            if _SHM_KEYS.isdisjoint(params):
+                continue
             ref = shared_ref(params, name, input=False)
             if ref is None:
                 continue
