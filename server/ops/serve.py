@@ -97,6 +97,9 @@ class Server:
         #: that the others follow (`tensorwire.ops.worker`); None with one worker.
         self.relay: Callable[[str, str], None] | None = None
         self._following: set[asyncio.Future[None]] = set()
+        #: Changes other workers made while this one was still starting (made once it
+        #: has: a change made mid-start would be undone by the start's own loading).
+        self._early: list[tuple[str, str]] | None = []
         self._runner: web.AppRunner | None = None
         self._grpc = None
         #: The Open Inference Protocol's models and shared-memory regions (None: off).
@@ -159,6 +162,9 @@ class Server:
                 raise cannot_listen("gRPC", s.host, s.grpc_port, str(exc)) from exc
             await self._grpc.start()
             await self._grpc.set_serving(True)
+        early, self._early = self._early, None
+        for op, name in early or ():
+            self.follow(op, name)
         return self.bound
 
     @property
@@ -173,7 +179,11 @@ class Server:
             service.wanted = loaded.get(service.name, service.wanted)
 
     def follow(self, op: str, name: str) -> None:
-        """Make a change another worker made (on this loop; see ModelControl.follow)."""
+        """Make a change another worker made (on this loop; see ModelControl.follow);
+        one told while this worker is starting is made once it has started."""
+        if self._early is not None:
+            self._early.append((op, name))
+            return
         task = asyncio.ensure_future(self.control.follow(op, name))
         self._following.add(task)  # held until done (the loop keeps weak references)
         task.add_done_callback(self._following.discard)
