@@ -210,7 +210,10 @@ def test_a_slow_model_holds_the_client_back(server):
 
     run(go())
     taken = seen(tag)["taken"]
-    assert 10 <= taken <= 40
+    # ~30 taken in the 1.5 s (more while the close is on its way, on a busy box);
+    # what matters is how far the sender got beyond them
+    assert taken >= 10
+    assert sent < 300
     assert sent - taken <= 24, f"{sent - taken} MiB sent beyond what the model took"
 
 
