@@ -97,9 +97,12 @@ def cast(array: np.ndarray, spec: DTypeSpec, source: Any = None) -> np.ndarray:
                                  f"[{info.min}, {info.max}]", type="tensor_value") from None
         return array.astype(target)
     # float
+    if spec.itemsize == 8 or not array.size:  # nothing JSON holds overflows a float64
+        return array.astype(target)
     with np.errstate(over="ignore"):
         out = array.astype(target)
-    if spec.itemsize < 8 and array.size:
+    # only a non-finite result can be an overflow: one check in the usual case
+    if not np.isfinite(out).all():
         overflow = np.isinf(out.astype(np.float64)) & np.isfinite(array.astype(np.float64))
         if overflow.any():
             raise FieldError(f"a value is out of range for {spec.name}", type="tensor_value")

@@ -217,6 +217,42 @@ def test_torch_tensor_checked_in_place_and_numpy_converted() -> None:
         ta.validate_python(torch.zeros(2, 4))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.tensor([1.5, -2.0]),
+    lambda: torch.tensor([1.5, -2.0], requires_grad=True) * 1,  # part of a graph
+    lambda: torch._neg_view(torch.tensor([-1.5, 2.0])),  # the negative bit set
+    lambda: torch.tensor([1.5 - 1j, -2.0 + 0j]).conj(),  # the conjugate bit set
+    lambda: torch.tensor([1.5, -2.0]).to(torch.bfloat16),
+], ids=["plain", "grad", "neg-bit", "conj-bit", "bfloat16"])
+def test_every_torch_output_answers_its_values(make: t.Any) -> None:
+    """A plain CPU tensor converts in one call; torch refuses the others that way, and
+    they take the long road (detach, resolve the bits, bfloat16 by its bits)."""
+    tensor = make()
+    codec = codec_for(torch.Tensor)
+    array = codec.to_numpy(tensor)
+    want = tensor.detach().resolve_conj().resolve_neg()
+    if want.dtype == torch.bfloat16:
+        want = want.float()
+        array = array.astype(np.float32)
+    np.testing.assert_array_equal(array, want.numpy())
+
+
+@pytest.mark.parametrize(("dtype", "values", "ok"), [
+    ("float16", [1.0, 65504.0], True), ("float16", [1.0, 70000.0], False),
+    ("float32", [1.0, 1e39], False), ("float32", ["NaN", "Infinity", 1.0], True),
+    ("bfloat16", [1.0, 1e39], False), ("float64", [1e308, "-Infinity"], True),
+])
+def test_a_json_float_beyond_the_dtype_is_refused_never_made_infinite(
+        dtype: str, values: list[t.Any], ok: bool) -> None:
+    ta = adapter(t.Annotated[np.ndarray, DType(dtype)])
+    if ok:
+        out = ta.validate_python(values)
+        assert str(out.dtype) == dtype and out.shape == (len(values),)
+    else:
+        with pytest.raises(ValidationError, match=f"out of range for {dtype}"):
+            ta.validate_python(values)
+
+
 def test_read_only_arrays_become_writable_torch_tensors() -> None:
     ta = adapter(t.Annotated[torch.Tensor, DType("bfloat16")])
     wire = np.frombuffer(np.array([1.0, 2.0], np.float32).astype(
