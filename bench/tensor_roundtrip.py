@@ -73,7 +73,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorwire
-from bench.support.common import Failures, target_met, verdict
+from bench.support.common import Failures, machine_info, target_met, verdict
 from tensorwire.validators import DType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -741,8 +741,7 @@ def main() -> int:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps({
             "command": "python bench/tensor_roundtrip.py " + " ".join(sys.argv[1:]),
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                        "platform": platform.platform()},
+            "machine": machine_info() | {"platform": platform.platform()},
             "loop": args.loop,
             "shm_input": "copied in on every call" if args.shm_copy else
                          "placed in the region once per size",
