@@ -307,6 +307,15 @@ class ChannelPool:
         self._watchers = {}
         for channel in [*retired, *self.channels]:
             await channel.close()
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of the closed channels now, on their own loop: the pool's list and
+        every multicallable handed out (the lists the APIs hold, emptied in place)."""
+        self.channels = []
+        for calls, _spec in self._methods:
+            calls.clear()
+        self._methods = []
 
 
 def _multicallable(channel: grpc.aio.Channel, spec: dict[str, Any]) -> Any:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +19,7 @@ from examples.llm_stream import LanguageModel
 from examples.models import ReviewAnalyzer
 from examples.quickstart import Quickstart
 from tensorwire.client.channels import DEFAULT_CHANNELS
-from tests.support.servers import url_of
+from tests.support.servers import ROOT, url_of
 
 from .services import Kitchen
 
@@ -103,6 +106,24 @@ def test_a_sync_client_is_shared_by_many_threads(servers, protocol):
     if protocol == "grpc":
         # the pool's few connections carry every call: never one per thread or per call
         assert opened <= DEFAULT_CHANNELS
+
+
+def test_clients_opened_one_after_another_print_nothing(servers):
+    """A closed client lets go of its gRPC channels on its own loop, while that loop
+    still runs: a program opening client after client gets no grpc.aio "Event loop is
+    closed" tracebacks (a third SyncClient printed 16, one per late completion of the
+    first client's channels, delivered to its closed loop)."""
+    url = url_of(servers[Quickstart], "grpc")
+    program = (
+        "import tensorwire\n"
+        "for i in range(4):\n"
+        f"    with tensorwire.SyncClient({url!r}) as client:\n"
+        "        assert client.upper('ab') == 'AB'\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
