@@ -40,14 +40,34 @@ from .worker_status import WorkerStatus
 log = logging.getLogger("tensorwire.worker")
 
 
-def _watch_stdin(loop: asyncio.AbstractEventLoop, server: Server) -> None:
+def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
+    """The settings line on stdin, and what came after it in the same reads.
+
+    Read from the raw fd: the supervisor may have written another worker's model-control
+    line before this interpreter got here (a slow start under load), and a buffered
+    `readline` kept it in its buffer, out of `_watch_stdin`'s reach: this worker never
+    followed that change (seen in CI: one of two workers kept serving an unloaded
+    service)."""
+    data = b""
+    with contextlib.suppress(OSError):
+        while b"\n" not in data and (chunk := os.read(fd, 65536)):
+            data += chunk
+    line, _, rest = data.partition(b"\n")
+    return line, rest
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, server: Server, early: bytes = b""
+                 ) -> None:
     """Follow the other workers' model control (`{"control": op, "service": name}` lines
-    the supervisor writes); stop (gracefully) when the supervisor's end closes."""
+    the supervisor writes; `early`: what was read with the settings line); stop
+    (gracefully) when the supervisor's end closes."""
 
     def read_lines() -> None:
         # os.read on the raw fd: a daemon thread blocked in a *buffered* read would
         # hold the buffer's lock and abort the interpreter's shutdown.
-        buffer = b""
+        *lines, buffer = early.split(b"\n")
+        for line in lines:
+            _follow_line(loop, server, line)
         with contextlib.suppress(OSError):
             while chunk := os.read(0, 4096):
                 *lines, buffer = (buffer + chunk).split(b"\n")
@@ -94,7 +114,7 @@ def _cannot_start(status: WorkerStatus | None, report: str) -> int:
 
 async def _serve(settings: Settings, explicit: set[str] | None = None,
                  status: WorkerStatus | None = None,
-                 loaded: dict[str, bool] | None = None) -> int:
+                 loaded: dict[str, bool] | None = None, early: bytes = b"") -> int:
     # A stop can come while the service is still loading (the supervisor forwards a
     # SIGTERM to every worker, ready or not): from the first moment it is noted, not the
     # default action that kills the process and reads as a crash.
@@ -126,7 +146,7 @@ async def _serve(settings: Settings, explicit: set[str] | None = None,
         return 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
-    _watch_stdin(loop, server)
+    _watch_stdin(loop, server, early)
     try:
         await server.start()
     except InitFailure as exc:  # the traceback of the user's __init__, under its phase
@@ -147,7 +167,7 @@ async def _serve(settings: Settings, explicit: set[str] | None = None,
 
 
 def main() -> int:
-    line = sys.stdin.buffer.readline()
+    line, early = read_first_line()
     try:
         config = json.loads(line)
         settings = Settings(**config["settings"])
@@ -164,7 +184,7 @@ def main() -> int:
         os.set_inheritable(status_fd, False)  # the service's own subprocesses: not theirs
         status = WorkerStatus(status_fd)
     try:
-        return loops.run(_serve(settings, explicit, status, loaded), settings.loop)
+        return loops.run(_serve(settings, explicit, status, loaded, early), settings.loop)
     finally:
         # The loop's handlers are gone: a stop signal now (one the supervisor sent while
         # this worker was already on its way out) must not kill it as a crash would.
