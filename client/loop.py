@@ -1,15 +1,17 @@
-"""A private event loop on a daemon thread: how `SyncClient` runs the async client.
+"""An event loop on a daemon thread: how `SyncClient` runs the async client.
 
-Every SyncClient owns one. Calls from any thread are submitted to it with
-`run_coroutine_threadsafe`, so the one aiohttp session / gRPC channel is only ever used
-on its own loop (neither is thread-safe), while many threads' calls are in flight at
-once. It works the same inside a program that already runs an event loop (Jupyter).
+Every SyncClient of a process shares one (`shared_loop`). Calls from any thread are
+submitted to it with `run_coroutine_threadsafe`, so each client's aiohttp session / gRPC
+channels are only ever used on that loop (neither is thread-safe), while many threads'
+calls are in flight at once. It works the same inside a program that already runs an
+event loop (Jupyter).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -17,9 +19,29 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_shared: LoopThread | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_loop() -> LoopThread:
+    """The process's one client loop thread, started on first use (again in a forked
+    child, whose copy has no thread).
+
+    Never closed: grpc.aio delivers a channel's late completions (after its close, when
+    the channel is collected) to the loop the channel ran on, from its poller thread. A
+    loop per client, closed with it, turned each into an "Event loop is closed"
+    traceback printed by whichever client ran next."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running or _shared.pid != os.getpid():
+            _shared = LoopThread()
+        return _shared
+
+
 class LoopThread:
     def __init__(self, name: str = "tensorwire-client") -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
         self._started = threading.Event()
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.thread.start()

@@ -5,8 +5,9 @@
         for letter in client.spell(word="hi"):
             ...
 
-It runs an `AsyncClient` on a private event loop in a daemon thread (one per client),
-so both clients share one implementation, and behave identically on both protocols.
+It runs an `AsyncClient` on the process's client event loop, in a daemon thread that
+every SyncClient shares (`tensorwire.client.loop.shared_loop`), so both clients share
+one implementation, and behave identically on both protocols.
 
 Thread-safety: a SyncClient may be shared by any number of threads. Every call is
 handed to the client's loop, which owns the one HTTP session / gRPC channel pool; calls
@@ -24,7 +25,7 @@ from typing import Any
 
 from .api import APIInfo, RemoteAPI
 from .asyncclient import _KEEP, AsyncClient
-from .loop import LoopThread
+from .loop import LoopThread, shared_loop
 from .streams import SyncStream
 
 
@@ -34,7 +35,22 @@ def _shutdown(loop: LoopThread, client: AsyncClient) -> None:
             loop.run(client.close())
         except Exception:
             pass
-    loop.stop()
+
+
+class _ClosedLoop:
+    """What a closed client's calls go to."""
+
+    running = False
+
+    def run(self, coro: Any) -> Any:
+        coro.close()
+        raise RuntimeError("the client is closed")
+
+    def submit(self, coro: Any) -> None:
+        coro.close()
+
+
+_CLOSED = _ClosedLoop()
 
 
 class SyncClient:
@@ -46,7 +62,7 @@ class SyncClient:
 
     def __init__(self, url: str, **kwargs: Any) -> None:
         self._async = AsyncClient(url, **kwargs)
-        self._loop = LoopThread(name=f"tensorwire-client {url}")
+        self._loop = shared_loop()
         try:
             self._loop.run(self._async._connect())
         except BaseException:
@@ -63,9 +79,11 @@ class SyncClient:
         return view
 
     def close(self) -> None:
-        """Close the connection, stop the loop thread, remove file outputs' directory."""
+        """Close the connection, remove file outputs' directory; a call from now on is
+        a RuntimeError (the shared loop thread goes on for the process's other clients)."""
         if self._finalizer is not None:
             self._finalizer()
+            self._loop = _CLOSED  # type: ignore[assignment]
 
     def __enter__(self) -> SyncClient:
         return self

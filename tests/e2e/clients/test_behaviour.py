@@ -109,16 +109,21 @@ def test_a_sync_client_is_shared_by_many_threads(servers, protocol):
 
 
 def test_clients_opened_one_after_another_print_nothing(servers):
-    """A closed client lets go of its gRPC channels on its own loop, while that loop
-    still runs: a program opening client after client gets no grpc.aio "Event loop is
-    closed" tracebacks (a third SyncClient printed 16, one per late completion of the
-    first client's channels, delivered to its closed loop)."""
+    """SyncClients share one loop that is never closed: a program opening client after
+    client gets no grpc.aio "Event loop is closed" tracebacks (with a loop per client,
+    closed with it, a third client printed 16: the first client's channels' late
+    completions, delivered to its closed loop), and a closed client's call is a
+    RuntimeError."""
     url = url_of(servers[Quickstart], "grpc")
     program = (
         "import tensorwire\n"
         "for i in range(4):\n"
         f"    with tensorwire.SyncClient({url!r}) as client:\n"
         "        assert client.upper('ab') == 'AB'\n"
+        "try:\n"
+        "    client.upper('ab')\n"
+        "except RuntimeError as exc:\n"
+        "    assert 'closed' in str(exc)\n"
         "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
