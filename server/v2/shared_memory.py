@@ -42,9 +42,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..codecs.v2_facet import Tensor
 from ..errors import InvalidArgument, NotFound, Unimplemented
@@ -58,6 +56,9 @@ from ..wire.oip.shared_memory import (
     check_input_size,
     shared_ref,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("tensorwire.v2")
 
@@ -167,8 +168,9 @@ class Placement:
         written: dict[str, Written] = {}
         for name, target, dt, shape, data, nbytes in pending:
             if nbytes:
-                dest = np.frombuffer(target.view, np.uint8, nbytes)
-                np.copyto(dest, np.frombuffer(data, np.uint8))  # the one copy; overlap-safe
+                # the one copy, byte for byte (a memmove: safe where the output is a
+                # view of an input region); what the bytes mean is the wire's affair
+                target.view[:nbytes] = data
             written[name] = Written(dt, shape, {
                 SHARED_MEMORY_REGION: target.ref.region,
                 SHARED_MEMORY_OFFSET: target.ref.offset, SHARED_MEMORY_BYTE_SIZE: nbytes})

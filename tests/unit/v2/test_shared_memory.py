@@ -217,6 +217,27 @@ def test_outputs_are_written_once_all_fit(shared: SystemSharedMemory,
     assert np.frombuffer(data[32:38], np.int16).tolist() == [0, 2, 4]
 
 
+def test_an_output_over_its_own_input_is_written_whole(shared: SystemSharedMemory,
+                                                     shm_dir: Path) -> None:
+    """A model that answers a view of its input, into a region that overlaps that input
+    (shifted by one element either way): the bytes land as the output held them."""
+    path = obj(shm_dir, "data", 64)
+    shared.register("r", "/data", 0, 64)
+    with client_view(path) as client:
+        for shift in (4, -4):
+            client[:] = bytes(64)
+            client[8:40] = np.arange(8, dtype=np.int32).tobytes()
+            placed = shared.place([x_in("r", 32, offset=8)],
+                                  [("y", {"shared_memory_region": "r",
+                                          "shared_memory_byte_size": 32,
+                                          "shared_memory_offset": 8 + shift})])
+            assert placed is not None
+            placed.write([Tensor("y", placed.inputs["x"])])  # the input's own memory
+            got = np.frombuffer(client[8 + shift:40 + shift], np.int32).tolist()
+            assert got == list(range(8)), shift
+            del placed
+
+
 def test_an_output_cannot_be_both_binary_and_in_a_region(shared: SystemSharedMemory,
                                                          shm_dir: Path) -> None:
     obj(shm_dir, "out", 8)
