@@ -26,7 +26,7 @@ from ..errors import (
     error_from_http,
 )
 from ..version import __version__
-from ..wire import websocket
+from ..wire import websocket_protocol
 from ..wire.field_error import FieldError, invalid_argument
 from ..wire.sse import SSEDecoder
 from . import tracecontext, values
@@ -172,7 +172,7 @@ class HttpTransport:
         try:
             async with _mapped(self.target, options):
                 ws = await self.session.ws_connect(
-                    url, protocols=(websocket.SUBPROTOCOL,), headers=headers,
+                    url, protocols=(websocket_protocol.SUBPROTOCOL,), headers=headers,
                     max_msg_size=0, compress=0, autoping=True,
                     timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT))
         except aiohttp.WSServerHandshakeError as exc:

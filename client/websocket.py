@@ -1,5 +1,5 @@
 """A streamed-input call over HTTP: the API's WebSocket, as the server's
-`tensorwire.http.websocket` serves it.
+`tensorwire.http.websocket_route` serves it.
 
 One message per element goes out as the contract says: the element's raw body as a
 binary message where it has one (a tensor's `.npy`, a file's bytes), a text element as
@@ -8,7 +8,7 @@ runs in its own task, beside the reading, and waits for the socket to drain, so 
 server that reads slowly holds the client's iterable back. Each message back is one
 result (the result of a client-streaming API, a chunk of a bidirectional one), decoded
 by the output's kind; a close other than 1000 is the error its reason carries
-(`tensorwire.wire.websocket`).
+(`tensorwire.wire.websocket_protocol`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from ..errors import ClientError, ClientTimeout
-from ..wire import websocket
+from ..wire import websocket_protocol
 from ..wire.field_error import FieldError, invalid_argument
 from . import values
 from .api import RemoteAPI
@@ -107,12 +107,12 @@ class Socket:
         # the server's close frame says how the call ended (the socket's own close code
         # may be 1006 when the server closed mid-send: a message over its limit)
         code = msg.data if msg.type is aiohttp.WSMsgType.CLOSE else self.ws.close_code
-        if code == websocket.NORMAL:
+        if code == websocket_protocol.NORMAL:
             raise StopAsyncIteration
         if not isinstance(code, int) or msg.type is aiohttp.WSMsgType.ERROR:
             raise ClientError(f"the WebSocket of {self.api.name} broke: "
                               f"{msg.data or 'connection lost'}")
-        raise websocket.error_from_close(code, msg.extra or "")
+        raise websocket_protocol.error_from_close(code, msg.extra or "")
 
     async def result(self) -> Any:
         """A client-streaming call's one result (the stream then closes with 1000)."""

@@ -52,7 +52,7 @@ class Settings:
                               "/v2/repository/models/{m}/load|unload, gRPC "
                               "RepositoryModelLoad|Unload); none: refused",
                               choices=MODEL_CONTROLS)
-    #: Off by default: the server maps memory a client names (`tensorwire.v2.shared_memory`).
+    #: Off by default: the server maps memory a client names (`tensorwire.v2.shm_regions`).
     shared_memory: str = _opt("none", "system: clients on this host may pass v2 tensors "
                               "through POSIX shared-memory regions in /dev/shm they "
                               "register (Triton's system shared-memory extension; the "

@@ -103,7 +103,7 @@ RepositoryModelLoadRequest = _message("RepositoryModelLoadRequest")
 RepositoryModelLoadResponse = _message("RepositoryModelLoadResponse")
 RepositoryModelUnloadRequest = _message("RepositoryModelUnloadRequest")
 RepositoryModelUnloadResponse = _message("RepositoryModelUnloadResponse")
-# Triton's system shared-memory extension (`tensorwire.v2.shared_memory`).
+# Triton's system shared-memory extension (`tensorwire.v2.shm_regions`).
 SystemSharedMemoryStatusRequest = _message("SystemSharedMemoryStatusRequest")
 SystemSharedMemoryStatusResponse = _message("SystemSharedMemoryStatusResponse")
 SystemSharedMemoryRegisterRequest = _message("SystemSharedMemoryRegisterRequest")

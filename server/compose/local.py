@@ -24,7 +24,7 @@ the path a request to it takes, minus the wire:
 - it runs in the calling request's task (an `async def` caller), or in a task of its
   own that the request's `CallFrame` cancels with it (a `def` caller's thread).
 
-Its failures are the caller's as `compose.failures` maps them.
+Its failures are the caller's as `compose.dependency_failures` maps them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ..runtime import call_frame
 from ..runtime.call_frame import CallFrame
 from ..runtime.plan import RequestPlan
 from .calls import Inputs
-from .failures import dependency_error
+from .dependency_failures import dependency_error
 
 #: The protocol label of in-process calls (metrics, access lines, RequestInfo).
 PROTOCOL = "inprocess"

@@ -44,7 +44,7 @@ from ..errors import DeadlineExceeded, ServerUnreachable, TensorwireError
 from ..runtime import call_frame
 from ..runtime.call_frame import CallFrame
 from .calls import Inputs
-from .failures import dependency_error
+from .dependency_failures import dependency_error
 
 #: Seconds a dependency gets to accept a connection (its discovery included).
 CONNECT_TIMEOUT = 5.0

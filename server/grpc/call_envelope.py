@@ -40,7 +40,7 @@ from ..errors import Cancelled, TensorwireError
 from ..runtime.plan import RequestPlan
 from ..runtime.service import ServiceRuntime
 from ..telemetry.metrics import Series
-from .failures import abort, failed
+from .call_failures import abort, failed
 
 #: Calls in flight on this worker from which a stream gives the loop three passes after
 #: each chunk instead of one (see `GrpcEnvelope.stream`).

@@ -18,7 +18,7 @@ from .docs import docs_asset, docs_page
 from .native import NativeSteps
 from .request_envelope import HttpEnvelope
 from .responses import json_errors, unmatched
-from .websocket import WebSocketSteps
+from .websocket_route import WebSocketSteps
 
 RUNTIME_KEY = web.AppKey("tensorwire_runtime", ServiceRuntime)
 

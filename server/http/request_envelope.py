@@ -19,7 +19,7 @@ here:
   it: the Open Inference Protocol answers every invalid argument 400).
 
 `handler` is the one request handler, compiled per route. A call that is no
-request/response (the WebSocket of a streamed-input API, `tensorwire.http.websocket`)
+request/response (the WebSocket of a streamed-input API, `tensorwire.http.websocket_route`)
 is served by its own handler made of the same pieces: `refusal`, `begin`, `end` and
 `error_of`, which the compiled handler inlines or calls.
 """

@@ -15,7 +15,7 @@ from pydantic.json_schema import JsonSchemaMode
 from ..codecs.http_facet import HttpFacet
 from ..codecs.jsonschema import bentoml_forms, inline_refs
 from ..contract.descriptor import APISpec, ServiceSpec
-from ..wire import websocket
+from ..wire import websocket_protocol
 
 _REF = "#/components/schemas/{model}"
 
@@ -195,7 +195,7 @@ def _websocket_operation(api: APISpec, op: dict[str, Any], out: dict[str, Any],
         {"name": "Upgrade", "in": "header", "required": True,
          "schema": {"type": "string", "enum": ["websocket"]}},
         {"name": "Sec-WebSocket-Protocol", "in": "header", "required": False,
-         "description": f"offer `{websocket.SUBPROTOCOL}`; browsers, which cannot set "
+         "description": f"offer `{websocket_protocol.SUBPROTOCOL}`; browsers, which cannot set "
                         "Authorization, may add `bearer.<token>`",
          "schema": {"type": "string"}},
     ]
@@ -204,7 +204,7 @@ def _websocket_operation(api: APISpec, op: dict[str, Any], out: dict[str, Any],
         "426": _error_response("Not a WebSocket upgrade"),
     }
     op["x-websocket"] = {
-        "subprotocol": websocket.SUBPROTOCOL,
+        "subprotocol": websocket_protocol.SUBPROTOCOL,
         "receives": {
             "description": f"one message per element of `{field.name}`: a text message "
                            f"({text_media})" + (
@@ -221,7 +221,7 @@ def _websocket_operation(api: APISpec, op: dict[str, Any], out: dict[str, Any],
             "stream": api.output.stream,
             "schema": out,
         },
-        "close_codes": {str(code): text for code, text in websocket.DESCRIPTIONS.items()},
+        "close_codes": {str(code): text for code, text in websocket_protocol.DESCRIPTIONS.items()},
     }
     return op
 

@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from aiohttp import web
 
 from ..http.responses import error_response
-from ..http.websocket import AUTH_REFUSAL
+from ..http.websocket_route import AUTH_REFUSAL
 from ..settings import Settings
-from ..wire.websocket import token_of
+from ..wire.websocket_protocol import token_of
 from .bearer import CONTRACT_PATHS, DOCS_PAGE_PATHS, HEALTH_PATHS, METRICS_PATH, BearerAuth
 
 log = logging.getLogger("tensorwire.http")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .shared_memory import Placement
+from .shm_regions import Placement
 
 
 class InferCall:

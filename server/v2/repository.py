@@ -23,8 +23,8 @@ from ..version import __version__
 from ..wire.oip import BINARY_EXTENSION
 from .config import model_config
 from .model import V2Model
-from .shared_memory import EXTENSION as SHARED_MEMORY
-from .shared_memory import SystemSharedMemory
+from .shm_regions import EXTENSION as SHARED_MEMORY
+from .shm_regions import SystemSharedMemory
 from .statistics import metrics_off, statistics
 
 #: The server's name in server metadata.

@@ -10,7 +10,7 @@ protocol cannot carry, the reason, and `POST /v2/repository/models/{m}/load|unlo
 extensions, `GET .../config` and `GET /v2/models[/{m}[/versions/{v}]]/stats`; Triton's
 system shared-memory extension, `GET /v2/systemsharedmemory[/region/{r}]/status` and
 `POST .../register|unregister`, with inputs and outputs in regions
-(`tensorwire.v2.shared_memory`, off unless `--shared-memory system`). Triton's routes of
+(`tensorwire.v2.shm_regions`, off unless `--shared-memory system`). Triton's routes of
 the extensions tensorwire does not serve answer 501 naming theirs.
 
 Bodies are read whatever their Content-Type (tritonclient sends none). Errors are the
@@ -44,7 +44,7 @@ from ..wire.oip import (
 from .infer_body import read_infer_request
 from .model import V2Model
 from .repository import Repository
-from .shared_memory import disabled, in_decoupled
+from .shm_regions import disabled, in_decoupled
 from .unsupported import EXTENSIONS, Extension
 
 #: Responses up to this size are joined and sent in one write; larger ones are

@@ -9,7 +9,7 @@ documents as over HTTP, `tensorwire.v2.config` and `tensorwire.v2.statistics`) a
 the model repository's `RepositoryIndex`, `RepositoryModelLoad` and
 `RepositoryModelUnload` (`tensorwire.runtime.control`) and Triton's
 `SystemSharedMemoryStatus|Register|Unregister`, with inputs and outputs in regions
-(`tensorwire.v2.shared_memory`, off unless `--shared-memory system`); the rpcs of the
+(`tensorwire.v2.shm_regions`, off unless `--shared-memory system`); the rpcs of the
 extensions tensorwire does not serve answer UNIMPLEMENTED naming theirs
 (`tensorwire.v2.unsupported`).
 Messages travel as bytes and are parsed here, so a malformed one is INVALID_ARGUMENT
@@ -34,7 +34,7 @@ from .. import inference as pb
 from ..codecs.v2_facet import Tensor
 from ..errors import InternalError, InvalidArgument, TensorwireError
 from ..grpc.call_envelope import GrpcEnvelope, GrpcRoute
-from ..grpc.failures import abort
+from ..grpc.call_failures import abort
 from ..runtime.plan import RequestPlan
 from ..wire.oip import (
     arrays_from_infer_request,
@@ -46,7 +46,7 @@ from .infer_call import InferCall
 from .model import PLATFORM, V2Model
 from .raw_contents import SPLIT_MIN, join_raw_outputs, length_delimited, split_raw_inputs
 from .repository import Repository
-from .shared_memory import Written, in_decoupled
+from .shm_regions import Written, in_decoupled
 from .stream_infer import FINAL, TritonStream
 from .unsupported import BY_RPC, Extension
 

@@ -36,10 +36,10 @@ from ..codecs.v2_facet import Tensor
 from ..errors import InternalError, TensorwireError
 from ..grpc.call_envelope import GrpcRoute
 from ..wire.oip import arrays_from_infer_request, params_from_proto
-from ..wire.oip.shared_memory import SHARED_MEMORY_REGION
+from ..wire.oip.shm_parameters import SHARED_MEMORY_REGION
 from .infer_call import InferCall
 from .model import V2Model
-from .shared_memory import in_decoupled
+from .shm_regions import in_decoupled
 
 if TYPE_CHECKING:
     from .servicer import V2Servicer

@@ -8,7 +8,7 @@ instead of a 404 that reads like a typo. Which extensions, and why not:
 
 - `cuda_shared_memory`: tensors passed through CUDA IPC memory the client registers;
   it needs a GPU in the server's process and is not implemented (system shared memory
-  is: `tensorwire.v2.shared_memory`, with `--shared-memory system`). Only its register
+  is: `tensorwire.v2.shm_regions`, with `--shared-memory system`). Only its register
   rpc and routes are refused here: status and unregister answer as a Triton without a
   GPU does (no regions; nothing to unregister), so that Triton's shared-memory examples,
   which unregister CUDA regions first, run unmodified;

@@ -12,7 +12,7 @@ import typing as t
 import numpy as np
 import pytest
 
-from tensorwire.compose.failures import DependencyFailed, dependency_error
+from tensorwire.compose.dependency_failures import DependencyFailed, dependency_error
 from tensorwire.compose.group import Group
 from tensorwire.compose.handles import Deferred, ServiceHandle
 from tensorwire.context import Context, Headers, RequestInfo

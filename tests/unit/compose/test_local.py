@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorwire.compose.failures import DependencyFailed
+from tensorwire.compose.dependency_failures import DependencyFailed
 from tensorwire.compose.group import Group
 from tensorwire.context import Context, Headers, RequestInfo
 from tensorwire.errors import DeadlineExceeded, ServiceUnavailable

@@ -1,4 +1,4 @@
-"""`tensorwire.wire.oip.shared_memory`: the shared-memory parameters of a tensor, read
+"""`tensorwire.wire.oip.shm_parameters`: the shared-memory parameters of a tensor, read
 with Triton's rules, and an input's size against its shape; plus how the HTTP body
 parser and the gRPC message reader leave a region's input to the server."""
 
@@ -17,7 +17,7 @@ from tensorwire.wire.oip import (
     parse_http_infer_request,
 )
 from tensorwire.wire.oip.binary import ResponseOutput
-from tensorwire.wire.oip.shared_memory import SharedRef, check_input_size, shared_ref
+from tensorwire.wire.oip.shm_parameters import SharedRef, check_input_size, shared_ref
 
 
 def test_no_region_is_no_reference() -> None:

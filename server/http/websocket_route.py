@@ -16,7 +16,7 @@ with `Upgrade: websocket`; anything else is 426 Upgrade Required). Then:
   JSON or text, else a binary one (`.npy` when the upgrade's Accept asks for it).
   Each send waits for the socket to drain, so a slow reader pauses the generator.
 - **The end:** close 1000 once the result (or the last chunk) is sent; a failure
-  closes with its code and JSON reason (`tensorwire.wire.websocket`), the client
+  closes with its code and JSON reason (`tensorwire.wire.websocket_protocol`), the client
   closing first is a cancel (499). Auth refused by the bearer middleware closes 1008
   (browsers cannot see a refused handshake's status, but they see a close code).
 
@@ -43,7 +43,7 @@ from ..contract.descriptor import APISpec
 from ..errors import Cancelled, PayloadTooLarge, TensorwireError, UpgradeRequired, error_kind
 from ..runtime.service import ServiceRuntime
 from ..settings import Settings
-from ..wire import websocket
+from ..wire import websocket_protocol
 from ..wire.field_error import invalid_argument
 from .native import unsupported_media
 from .request_envelope import HttpEnvelope, HttpRoute
@@ -57,7 +57,7 @@ AUTH_REFUSAL = web.RequestKey("tensorwire_auth_refusal", TensorwireError)
 #: or one message, whichever is more.
 AHEAD = 1 << 20
 #: aiohttp's close code when it refuses a message over `max_msg_size`.
-_TOO_BIG = websocket.CLOSE_CODES[413][0]
+_TOO_BIG = websocket_protocol.CLOSE_CODES[413][0]
 
 
 class FramePart:
@@ -237,7 +237,7 @@ class WebSocketSteps:
     async def serve(self, envelope: HttpEnvelope, route: HttpRoute, request: web.Request
                     ) -> web.StreamResponse:
         """One call: the upgrade, the elements in, the answers out, the close."""
-        ws = web.WebSocketResponse(protocols=(websocket.SUBPROTOCOL,), compress=False,
+        ws = web.WebSocketResponse(protocols=(websocket_protocol.SUBPROTOCOL,), compress=False,
                                    max_msg_size=self.max_size, decode_text=False)
         if not ws.can_prepare(request).ok:
             error = UpgradeRequired(f"{self.api.route} takes a stream: open a WebSocket "
@@ -326,8 +326,9 @@ async def _close(ws: web.WebSocketResponse, error: TensorwireError) -> None:
     """End the call with `error`: its close code and JSON reason."""
     if ws.closed:
         return
-    reason = websocket.close_reason(error, error_kind(error))
+    reason = websocket_protocol.close_reason(error, error_kind(error))
     try:
-        await ws.close(code=websocket.close_code(error.status_code), message=reason.encode())
+        await ws.close(code=websocket_protocol.close_code(error.status_code),
+                       message=reason.encode())
     except ConnectionError:  # the client is gone already
         log.debug("could not close a WebSocket: the client is gone")

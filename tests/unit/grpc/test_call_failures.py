@@ -1,4 +1,4 @@
-"""`tensorwire.grpc.failures`: what a failed call becomes in the error model (and what is
+"""`tensorwire.grpc.call_failures`: what a failed call becomes in the error model (and what is
 logged), and how the call is ended: status code, details, error kind and request id."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from google.rpc import status_pb2
 
 from tensorwire import errors
 from tensorwire.errors import ERROR_KIND_HEADER
-from tensorwire.grpc.failures import abort, failed
+from tensorwire.grpc.call_failures import abort, failed
 from tensorwire.wire.status import violations_from_status
 
-LOG = logging.getLogger("tests.grpc.failures")
+LOG = logging.getLogger("tests.grpc.call_failures")
 
 
 class Aborted(Exception):

@@ -7,7 +7,7 @@ registered names it with three parameters (`docs/protocol/extension_shared_memor
 from a tensor's parameter dict, whichever wire it came on (HTTP JSON, or gRPC's
 `InferParameter` map made plain by `params_from_proto`), with Triton's rules, and says
 what an input's size must be for its shape. It maps nothing: the regions themselves are
-the server's (`tensorwire.v2.shared_memory`).
+the server's (`tensorwire.v2.shm_regions`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`tensorwire.v2.shared_memory.SystemSharedMemory`, called directly over a private
+"""`tensorwire.v2.shm_regions.SystemSharedMemory`, called directly over a private
 directory standing for /dev/shm: keys that would leave it, regions checked against
 their object, tensors checked against their region before any read or write, inputs as
 read-only views of the client's memory, outputs written once they all fit, and regions
@@ -16,7 +16,7 @@ import pytest
 
 from tensorwire.codecs.v2_facet import Tensor
 from tensorwire.errors import InvalidArgument, NotFound, Unimplemented
-from tensorwire.v2.shared_memory import AlreadyExists, SystemSharedMemory
+from tensorwire.v2.shm_regions import AlreadyExists, SystemSharedMemory
 
 
 @pytest.fixture

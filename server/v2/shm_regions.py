@@ -5,7 +5,7 @@ A client on the same host creates a POSIX shared-memory object (tritonclient's
 `tritonclient.utils.shared_memory`: `shm_open(key)`, which is `/dev/shm/<key>` on
 Linux), registers a region of it by name (`register`: key, offset, byte size), then
 names the region in an input's or requested output's parameters instead of sending
-the tensor (`tensorwire.wire.oip.shared_memory`). Both v2 transports delegate here.
+the tensor (`tensorwire.wire.oip.shm_parameters`). Both v2 transports delegate here.
 
 - **Off unless the operator enables it** (`--shared-memory system`): the server maps
   memory a client names. Off, register and unregister answer 501 / UNIMPLEMENTED
@@ -48,7 +48,7 @@ from ..codecs.v2_facet import Tensor
 from ..errors import InvalidArgument, NotFound, Unimplemented
 from ..wire.oip import OIPError, check_shape, datatype, raw_from_array
 from ..wire.oip.raw import array_from_raw
-from ..wire.oip.shared_memory import (
+from ..wire.oip.shm_parameters import (
     SHARED_MEMORY_BYTE_SIZE,
     SHARED_MEMORY_OFFSET,
     SHARED_MEMORY_REGION,
