@@ -17,21 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import sys
 import time
 
 import aiohttp
 
-from bench.support.common import Failures, percentile
+from bench.support.load.closed_loop import measure
 
 #: A call the server never answers fails after this long instead of hanging the load.
 TIMEOUT = aiohttp.ClientTimeout(total=60)
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 async def _unary(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict,
@@ -86,48 +80,11 @@ async def run(args: argparse.Namespace) -> dict:
     call = _stream if args.stream else _unary
     connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
     async with aiohttp.ClientSession(connector=connector, timeout=TIMEOUT) as session:
-        async def loop(deadline: float, stats: dict) -> None:
-            while time.perf_counter() < deadline:
-                try:
-                    await call(session, args.url, body, headers, stats, args.expect_chunks)
-                except Exception as exc:  # every failure kind counts, none stops the load
-                    stats["failures"].exception(exc)
+        async def call_once(stats: dict) -> None:
+            await call(session, args.url, body, headers, stats, args.expect_chunks)
 
-        def fresh() -> dict:
-            return {"lat": [], "ttfc": [], "failures": Failures(), "tokens": 0}
-
-        warm = fresh()
-        deadline = time.perf_counter() + args.warmup
-        await asyncio.gather(*(loop(deadline, warm) for _ in range(args.concurrency)))
-        print("WARM", flush=True)
-        stats = fresh()
-        cpu0 = _cpu()
-        start = time.perf_counter()
-        deadline = start + args.duration
-        await asyncio.gather(*(loop(deadline, stats) for _ in range(args.concurrency)))
-        elapsed = time.perf_counter() - start
-        cpu = _cpu() - cpu0
-    lat = sorted(stats["lat"])
-    out = {
-        "requests": len(lat),
-        **stats["failures"].report(warm["failures"]),
-        "elapsed_s": elapsed,
-        "rps": len(lat) / elapsed,
-        "p50_ms": percentile(lat, 50) * 1e3,
-        "p90_ms": percentile(lat, 90) * 1e3,
-        "p99_ms": percentile(lat, 99) * 1e3,
-        "max_ms": (lat[-1] if lat else float("nan")) * 1e3,
-        "client_cpu": cpu / elapsed,
-        "samples": len(lat),
-    }
-    if args.stream:
-        ttfc = sorted(stats["ttfc"])
-        out.update(tokens=stats["tokens"], tokens_per_s=stats["tokens"] / elapsed,
-                   ttfc_p50_ms=percentile(ttfc, 50) * 1e3,
-                   ttfc_p90_ms=percentile(ttfc, 90) * 1e3,
-                   ttfc_p99_ms=percentile(ttfc, 99) * 1e3,
-                   ttfc_mean_ms=sum(ttfc) / len(ttfc) * 1e3 if ttfc else float("nan"))
-    return out
+        return await measure(call_once, args.concurrency, args.warmup, args.duration,
+                             args.stream)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,17 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import sys
 import time
 
 import tensorwire
-from bench.support.common import Failures, percentile
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+from bench.support.load.closed_loop import measure
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -33,41 +27,12 @@ async def run(args: argparse.Namespace) -> dict:
     async with tensorwire.AsyncClient(args.url, **options) as client:
         method = getattr(client, args.api)
 
-        async def loop(deadline: float, stats: dict) -> None:
-            while time.perf_counter() < deadline:
-                t0 = time.perf_counter()
-                try:
-                    await method(**kwargs)
-                except Exception as exc:  # a typed server error or anything else: failed
-                    stats["failures"].exception(exc)
-                    continue
-                stats["lat"].append(time.perf_counter() - t0)
+        async def call(stats: dict) -> None:
+            t0 = time.perf_counter()
+            await method(**kwargs)  # a typed server error or anything else: failed
+            stats["lat"].append(time.perf_counter() - t0)
 
-        def fresh() -> dict:
-            return {"lat": [], "failures": Failures()}
-
-        warm = fresh()
-        deadline = time.perf_counter() + args.warmup
-        await asyncio.gather(*(loop(deadline, warm) for _ in range(args.concurrency)))
-        print("WARM", flush=True)
-        stats = fresh()
-        cpu0 = _cpu()
-        start = time.perf_counter()
-        deadline = start + args.duration
-        await asyncio.gather(*(loop(deadline, stats) for _ in range(args.concurrency)))
-        elapsed = time.perf_counter() - start
-        cpu = _cpu() - cpu0
-    lat = sorted(stats["lat"])
-    return {
-        "requests": len(lat),
-        **stats["failures"].report(warm["failures"]),
-        "elapsed_s": elapsed,
-        "rps": len(lat) / elapsed,
-        "p50_ms": percentile(lat, 50) * 1e3,
-        "p99_ms": percentile(lat, 99) * 1e3,
-        "client_cpu": cpu / elapsed,
-        "samples": len(lat),
-    }
+        return await measure(call, args.concurrency, args.warmup, args.duration)
 
 
 def main(argv: list[str] | None = None) -> int:
