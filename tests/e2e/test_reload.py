@@ -43,14 +43,28 @@ def wait_for(url: str, expected: str, server, timeout: float = 90) -> None:
         time.sleep(0.2)
 
 
+def announced(server, times: int) -> None:
+    """Wait until the reloader has said where it serves `times` times: it logs that from
+    its own thread once each worker listens (polling), so a save made the moment a worker
+    answers could replace it before it was announced, and rightly unannounced."""
+    serving = (f"serving dev_svc:Dev: HTTP on {server.http_url} (docs: "
+               f"{server.http_url}/docs); gRPC on {server.grpc_target}")
+    deadline = time.monotonic() + 30
+    while server.output().count(serving) < times:
+        assert time.monotonic() < deadline, server.output()
+        time.sleep(0.1)
+
+
 def test_a_saved_change_restarts_the_worker_on_the_same_ports(tmp_path: Path):
     source = tmp_path / "dev_svc.py"
     source.write_text(SERVICE.format(answer="v1"))
     server = spawn_cli("dev_svc:Dev", "--reload", cwd=tmp_path, drain_output=True)
     try:
         assert answer(server.http_url) == "v1"
+        announced(server, 1)
         source.write_text(SERVICE.format(answer="v2"))
         wait_for(server.http_url, "v2", server)
+        announced(server, 2)
         source.write_text("def broken(:\n")  # a broken save: the loop goes on
         deadline = time.monotonic() + 90
         while "save a change to" not in server.output():
@@ -58,14 +72,7 @@ def test_a_saved_change_restarts_the_worker_on_the_same_ports(tmp_path: Path):
             time.sleep(0.2)
         source.write_text(SERVICE.format(answer="v3"))
         wait_for(server.http_url, "v3", server)
-        # where it serves, once each worker listens (v1, v2, v3; the broken save never
-        # listened), logged by the reloader's own thread: give it its moment
-        serving = (f"serving dev_svc:Dev: HTTP on {server.http_url} (docs: "
-                   f"{server.http_url}/docs); gRPC on {server.grpc_target}")
-        deadline = time.monotonic() + 30
-        while server.output().count(serving) < 3:
-            assert time.monotonic() < deadline, server.output()
-            time.sleep(0.1)
+        announced(server, 3)  # v1, v2, v3 on the same ports; the broken save never listened
     finally:
         server.stop()
     output = server.output()
