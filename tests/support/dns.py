@@ -26,6 +26,8 @@ class FakeDNS:
         self.port: int = self.sock.getsockname()[1]
         #: (name, query type) of every question asked.
         self.queries: list[tuple[str, int]] = []
+        self.sock.settimeout(0.1)  # how soon the thread sees `close`
+        self._closed = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="fake-dns", daemon=True)
         self._thread.start()
 
@@ -34,9 +36,11 @@ class FakeDNS:
         return f"127.0.0.1:{self.port}"
 
     def _serve(self) -> None:
-        while True:
+        while not self._closed.is_set():
             try:
                 data, peer = self.sock.recvfrom(4096)
+            except TimeoutError:
+                continue
             except OSError:  # closed
                 return
             try:
@@ -69,4 +73,7 @@ class FakeDNS:
         return header + question + answers
 
     def close(self) -> None:
+        """Stop answering, then close: a reply never goes to a closed socket."""
+        self._closed.set()
+        self._thread.join(timeout=5)
         self.sock.close()

@@ -171,12 +171,17 @@ def test_statistics_of_a_batchable_model_count_batches(server: t.Any) -> None:
     entry = stats_of(http.get_inference_statistics("ext_rows", "1"), "ext_rows")
     stats = entry["inference_stats"]
     assert stats["success"]["count"] == 3
-    assert stats["queue"]["count"] == 3  # one wait per request, for its batch
+    # one wait per request for its batch, or per part where the batcher split a request:
+    # its latency model caps a batch at 1 item when two points fitted on a busy machine
+    # make an item dearer than max_latency_ms (a 2-row request is then two batches)
+    assert 3 <= stats["queue"]["count"] <= 5
     assert entry["inference_count"] == 5  # items: 1 + 2 + 2
     batches = {b["batch_size"]: b for b in entry["batch_stats"]}
     assert sum(size * b["compute_infer"]["count"] for size, b in batches.items()) == 5
     assert entry["execution_count"] == sum(b["compute_infer"]["count"]
                                            for b in batches.values())
+    # requests one after another: a batch holds (parts of) one request
+    assert 3 <= entry["execution_count"] <= stats["queue"]["count"]
     assert all(b["compute_infer"]["ns"] > 0 for b in batches.values())
     reply = grpc_.get_inference_statistics("ext_rows")
     (model,) = reply.model_stats
