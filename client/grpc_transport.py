@@ -454,6 +454,13 @@ class _ReplyStream:
         self.started = started
         self.api = api
         self.call = call
+        #: The replies, read through the call's own iterator and not `call.read()`:
+        #: `read()` raises as soon as the call holds a status, so when the server ends a
+        #: bidirectional call while a request is still being written (the write fails,
+        #: and grpc.aio sets a generic INTERNAL status), the replies already received
+        #: were dropped and the server's own status replaced; the iterator reads every
+        #: received reply first, then raises the status the server sent.
+        self._replies = call.__aiter__()
         self.first: Any = None
         self.done = False
         #: Gives the call's channel back to the pool (once: ended, failed or closed).
@@ -473,7 +480,10 @@ class _ReplyStream:
 
     async def _read(self) -> Any:
         try:
-            reply = await self.call.read()
+            reply = await anext(self._replies)
+        except StopAsyncIteration:
+            self._finish()
+            return None
         except asyncio.CancelledError:
             if self._requests is not None:
                 self._finish()
@@ -487,9 +497,6 @@ class _ReplyStream:
             if isinstance(err, RETRYABLE):
                 self._avoid()
             raise err from None
-        if reply is grpc.aio.EOF:
-            self._finish()
-            return None
         return reply
 
     async def prime(self) -> None:

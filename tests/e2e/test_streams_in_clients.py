@@ -138,3 +138,32 @@ def test_list_apis_says_which_inputs_stream(server):
         assert infos["running"].stream_in and infos["running"].stream
         with pytest.raises(TypeError, match="takes a stream as 'frames'"):
             tensorwire.SyncClient(url_of(server, protocol)).total(frames="not a stream")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_server_that_fails_while_the_client_still_sends_keeps_its_chunks_and_error(
+        server, protocol: str):
+    """The server fails at -3 while the client, reading slowly, still has 4 to send: the
+    chunk made before the failure and the server's own error both reach the caller (a
+    gRPC write failing on the ended call had dropped the unread chunk 2 and put grpc's
+    'Internal error from Core' in place of the server's answer)."""
+    async def main() -> tuple[list[int], InternalError]:
+        async def numbers():
+            for n in (1, 2, -3):
+                yield n
+            await asyncio.sleep(0.1)  # by now the server has ended the call
+            yield 4
+
+        got: list[int] = []
+        async with tensorwire.AsyncClient(url_of(server, protocol)) as client:
+            with pytest.raises(InternalError) as info:
+                async for n in client.fails_at(numbers=numbers()):
+                    got.append(n)
+                    await asyncio.sleep(0.3)  # read on once 4 has been written, or tried
+        return got, info.value
+
+    got, error = asyncio.run(main())
+    assert got == [1, 2]
+    assert error.message == "Internal server error"  # the server's, its detail kept back
+    if protocol == "grpc":
+        assert getattr(error, "request_id", None)  # answered by the server, not by grpc
