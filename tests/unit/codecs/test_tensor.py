@@ -151,6 +151,24 @@ def test_json_nonfinite_floats_as_strings_or_tokens() -> None:
         ta.validate_json(b'["1.5", "NaN"]')
 
 
+def test_json_bfloat16_nonfinite_values_without_numpy_warnings() -> None:
+    """NumPy warns on a signalling NaN of ml_dtypes' bfloat16 (bits 0x7f81) when asked
+    whether it is finite; a reply holding one is written as JSON all the same, with no
+    warning in the server's log."""
+    import warnings
+
+    import ml_dtypes
+
+    from tensorwire.codecs import jsonarray
+
+    values = np.array([0x7F81, 0x7F80, 0x3FC0], np.uint16).view(ml_dtypes.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jsonarray.dumps(values) is None  # not finite: written value by value
+    ta = adapter(t.Annotated[np.ndarray, DType("bfloat16")])
+    assert ta.dump_json(values) == b'["NaN","Infinity",1.5]'
+
+
 def test_json_complex_is_real_imag_pairs() -> None:
     ta = adapter(t.Annotated[np.ndarray, DType("complex64")])
     value = np.array([[1 + 2j, -3.5j]], np.complex64)
